@@ -1,0 +1,27 @@
+"""trl_adaptive: adaptive rollout allocation for TRL's GRPOTrainer.
+
+The allocation math (``trl_adaptive.allocators``, ``trl_adaptive.stats``) imports neither torch nor trl; the trainer
+names below are imported lazily so that ``import trl_adaptive`` stays cheap.
+"""
+
+from .allocation import *  # noqa: F401,F403
+from .allocation import __all__ as _allocation_all
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "AdaptiveGRPOConfig": "trl_adaptive.trainer.config",
+    "AdaptiveGRPOTrainer": "trl_adaptive.trainer.trainer",
+    "PromptStatistics": "trl_adaptive.stats",
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'trl_adaptive' has no attribute {name!r}")
+
+
+__all__ = [*_allocation_all, *_LAZY]

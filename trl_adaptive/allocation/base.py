@@ -1,0 +1,246 @@
+"""The allocator interface shared by every strategy, and the registry of names.
+
+An allocator answers one question: how many completions does each prompt of this generation batch get, so that the
+counts sum exactly to the budget? Everything here is NumPy; nothing imports torch or trl.
+
+Contract (checked for every registered allocator by ``tests/test_allocator_contract.py``):
+
+- ``allocate(success_rates, budget, stats=...)`` returns an ``int64`` array of shape ``(M,)`` with ``sum == budget``.
+  Every entry is ``0`` or lies in ``[min_rollouts, max_rollouts]``; only allocators with ``allows_zero = True`` may
+  return ``0`` (a prompt skipped this step). ``success_rates`` holds NaN for prompts never seen.
+- The result is a deterministic function of the inputs and the allocator's state.
+- ``state_dict()`` is JSON-serialisable and ``load_state_dict(state_dict())`` restores the allocator exactly.
+- ``completion_weights(counts, stats)`` returns a per-prompt multiplier for each completion's advantage, or ``None``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class PromptBatchStats:
+    """Per-prompt statistics for the M prompts of one generation batch, aligned by position.
+
+    Produced by :meth:`trl_adaptive.stats.PromptStatistics.batch`; allocators only read it.
+
+    Attributes:
+        prompt_ids: ``(M,)`` int64, the stable prompt id of each prompt.
+        success_rate: ``(M,)`` float64, success rate c_i / t_i from the most recent completed epoch in which the
+            prompt was attempted; NaN if never seen (Knapsack RL's p_i).
+        attempts: ``(M,)`` float64, cumulative number of completions scored for the prompt.
+        successes: ``(M,)`` float64, cumulative number of successful completions.
+        smoothed_rate: ``(M,)`` float64, Reinforce-Ada Est's pass rate (alpha + decayed successes) /
+            (alpha + beta + decayed attempts); never 0 or 1.
+        beta_a, beta_b: ``(M,)`` float64, the Beta posterior of the success probability (CERO), Beta(1, 1) before
+            any data.
+    """
+
+    prompt_ids: np.ndarray
+    success_rate: np.ndarray
+    attempts: np.ndarray
+    successes: np.ndarray
+    smoothed_rate: np.ndarray
+    beta_a: np.ndarray
+    beta_b: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.prompt_ids)
+
+    @classmethod
+    def from_success_rates(cls, success_rates: np.ndarray, attempts: float = 8.0) -> PromptBatchStats:
+        """Stats for prompts known only by a success rate, as if each had ``attempts`` scored completions.
+
+        Lets stat-hungry allocators (Est, CERO) run from rates alone, e.g. in the simulator or a quick experiment.
+        """
+        rate = np.asarray(success_rates, dtype=np.float64)
+        seen = ~np.isnan(rate)
+        t = np.where(seen, attempts, 0.0)
+        c = np.where(seen, np.nan_to_num(rate) * attempts, 0.0)
+        return cls(
+            prompt_ids=np.arange(len(rate), dtype=np.int64),
+            success_rate=rate,
+            attempts=t,
+            successes=c,
+            smoothed_rate=(1.0 + c) / (17.0 + t),
+            beta_a=1.0 + c,
+            beta_b=1.0 + t - c,
+        )
+
+
+@dataclass
+class Allocator:
+    """Base class of allocation strategies. Subclasses set ``name`` and implement :meth:`_allocate`.
+
+    Args:
+        min_rollouts: N_low, the fewest completions a prompt that is sampled at all receives (>= 2: a group of one
+            has no baseline).
+        max_rollouts: N_up, the most completions one prompt may receive in one generation batch.
+    """
+
+    name: ClassVar[str] = ""
+    # True for strategies that may skip a prompt in a step (CERO); others give every prompt >= min_rollouts.
+    allows_zero: ClassVar[bool] = False
+
+    min_rollouts: int = 2
+    max_rollouts: int = 128
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.min_rollouts, (int, np.integer)) or self.min_rollouts < 2:
+            raise ValueError(
+                f"min_rollouts={self.min_rollouts!r}: must be an integer >= 2, because a group of one completion has "
+                "no baseline and gets zero advantage. Set min_rollouts=2 or more."
+            )
+        if not isinstance(self.max_rollouts, (int, np.integer)) or self.max_rollouts < self.min_rollouts:
+            raise ValueError(
+                f"max_rollouts={self.max_rollouts!r}: must be an integer >= min_rollouts ({self.min_rollouts}). "
+                "Raise max_rollouts or lower min_rollouts."
+            )
+
+    # -- the public entry point -------------------------------------------------------------------------------------
+    def allocate(
+        self, success_rates: np.ndarray | list[float], budget: int, *, stats: PromptBatchStats | None = None
+    ) -> np.ndarray:
+        """Counts per prompt for this generation batch.
+
+        Args:
+            success_rates: ``(M,)`` p_i per prompt, NaN for prompts never seen.
+            budget: B, total completions of the generation batch; the result sums to exactly B.
+            stats: the full per-prompt statistics (Est and CERO read them; when omitted they are derived from
+                ``success_rates`` by :meth:`PromptBatchStats.from_success_rates`).
+
+        Returns:
+            ``(M,)`` int64 counts, ``sum == budget``.
+        """
+        rates = np.asarray(success_rates, dtype=np.float64)
+        if rates.ndim != 1 or len(rates) == 0:
+            raise ValueError(f"success_rates must be a non-empty 1-D array, got shape {rates.shape}.")
+        finite = rates[~np.isnan(rates)]
+        if np.any((finite < 0) | (finite > 1)):
+            raise ValueError("success_rates must lie in [0, 1] (NaN for unseen prompts); got values outside.")
+        self.check_budget(len(rates), budget)
+        if stats is None:
+            stats = PromptBatchStats.from_success_rates(rates)
+        elif len(stats) != len(rates):
+            raise ValueError(f"stats holds {len(stats)} prompts but success_rates holds {len(rates)}.")
+        counts = np.asarray(self._allocate(rates, int(budget), stats), dtype=np.int64)
+        _check_counts(counts, int(budget), self)
+        return counts
+
+    def check_budget(self, num_prompts: int, budget: int) -> None:
+        """Raise a ValueError naming the numbers when ``budget`` cannot be split over ``num_prompts`` prompts."""
+        if not isinstance(budget, (int, np.integer)) or isinstance(budget, bool):
+            raise ValueError(f"budget must be an integer number of completions, got {budget!r}.")
+        low = 0 if self.allows_zero else num_prompts * self.min_rollouts
+        high = num_prompts * self.max_rollouts
+        if self.allows_zero and budget > 0 and budget < self.min_rollouts:
+            raise ValueError(f"budget={budget} is below min_rollouts={self.min_rollouts}: no prompt can be sampled.")
+        if not low <= budget <= high:
+            raise ValueError(
+                f"budget={budget} cannot be split over {num_prompts} prompts with min_rollouts={self.min_rollouts} "
+                f"and max_rollouts={self.max_rollouts}: it must lie in [{low}, {high}]. Change the budget "
+                "(num_generations x prompts per batch) or the min_rollouts / max_rollouts bounds."
+            )
+
+    def _allocate(self, success_rates: np.ndarray, budget: int, stats: PromptBatchStats) -> np.ndarray:
+        raise NotImplementedError
+
+    # -- optional hooks ---------------------------------------------------------------------------------------------
+    def completion_weights(self, counts: np.ndarray, stats: PromptBatchStats) -> np.ndarray | None:
+        """Per-prompt multiplier of each completion's advantage (e.g. Reinforce-Ada's hybrid); None for none."""
+        return None
+
+    def state_dict(self) -> dict[str, Any]:
+        """JSON-serialisable strategy state (empty for stateless strategies)."""
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if state:
+            raise ValueError(f"{type(self).__name__} is stateless but got state keys {sorted(state)}.")
+
+
+def _check_counts(counts: np.ndarray, budget: int, allocator: Allocator) -> None:
+    """Guard the contract at the boundary: a strategy bug must fail here, not as a hang across ranks."""
+    if counts.ndim != 1 or int(counts.sum()) != budget:
+        raise AssertionError(f"{allocator!r} returned counts summing to {int(counts.sum())}, expected {budget}.")
+    sampled = counts[counts != 0]
+    zero_ok = allocator.allows_zero or not np.any(counts == 0)
+    if not zero_ok or np.any(sampled < allocator.min_rollouts) or np.any(sampled > allocator.max_rollouts):
+        raise AssertionError(f"{allocator!r} returned counts outside its bounds: {counts.tolist()}.")
+
+
+# -- registry ---------------------------------------------------------------------------------------------------------
+_REGISTRY: dict[str, type[Allocator]] = {}
+
+
+def register_allocator(cls: type[Allocator]) -> type[Allocator]:
+    """Class decorator: make ``cls`` constructible by its ``name`` through :func:`get_allocator`."""
+    if not cls.name:
+        raise ValueError(f"{cls.__name__} must set a class attribute `name` to be registered.")
+    _REGISTRY[cls.name] = cls
+    return cls
+
+
+def registered_allocators() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+def get_allocator(name: str, **kwargs: Any) -> Allocator:
+    """Build a registered allocator by name, e.g. ``get_allocator("knapsack", max_rollouts=64)``."""
+    # Importing the package registers the built-in strategies.
+    import trl_adaptive.allocation  # noqa: F401
+
+    if name not in _REGISTRY:
+        raise ValueError(f"Unknown allocator {name!r}. Registered allocators: {', '.join(registered_allocators())}.")
+    return _REGISTRY[name](**kwargs)
+
+
+def largest_remainder(shares: np.ndarray, total: int) -> np.ndarray:
+    """Round non-negative real ``shares`` (summing to ``total``) to integers summing to ``total``.
+
+    Hamilton's method: floor everything, then give the leftover units to the largest remainders (ties to the lower
+    index, so the result is deterministic).
+    """
+    shares = np.asarray(shares, dtype=np.float64)
+    base = np.floor(shares + 1e-9).astype(np.int64)
+    leftover = int(total - base.sum())
+    if leftover > 0:
+        order = np.argsort(-(shares - base), kind="stable")
+        base[order[:leftover]] += 1
+    elif leftover < 0:
+        order = np.argsort(shares - base, kind="stable")
+        for i in order:
+            if leftover == 0:
+                break
+            if base[i] > 0:
+                base[i] -= 1
+                leftover += 1
+    return base
+
+
+def prompts_per_status(success_rates: np.ndarray) -> dict[str, int]:
+    """Counts of prompts per difficulty bucket (DESIGN 3): unseen, p=0, (0,0.2], (0.2,0.8), [0.8,1), p=1."""
+    p = np.asarray(success_rates, dtype=np.float64)
+    seen = p[~np.isnan(p)]
+    return {
+        "unseen": int(np.isnan(p).sum()),
+        "p0": int((seen == 0).sum()),
+        "p0_0.2": int(((seen > 0) & (seen <= 0.2)).sum()),
+        "p0.2_0.8": int(((seen > 0.2) & (seen < 0.8)).sum()),
+        "p0.8_1": int(((seen >= 0.8) & (seen < 1)).sum()),
+        "p1": int((seen == 1).sum()),
+    }
+
+
+__all__ = [
+    "Allocator",
+    "PromptBatchStats",
+    "get_allocator",
+    "largest_remainder",
+    "prompts_per_status",
+    "register_allocator",
+    "registered_allocators",
+]

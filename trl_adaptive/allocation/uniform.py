@@ -1,0 +1,30 @@
+"""Uniform allocation: GRPO's fixed group size, the baseline every other strategy is compared against."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .base import Allocator, PromptBatchStats, largest_remainder, register_allocator
+
+
+@register_allocator
+@dataclass
+class UniformAllocator(Allocator):
+    """N_i = B / M for every prompt, whatever its statistics (GRPO).
+
+    When M does not divide B the remainder goes one unit each to the first prompts (largest-remainder rounding with
+    equal remainders, so ties go to the lower index). With B = M * num_generations this is exactly GRPOTrainer's
+    grouping, which ``AdaptiveGRPOTrainer(allocator="uniform")`` must reproduce bit for bit.
+
+    Example:
+        >>> UniformAllocator().allocate([0.1, float("nan"), 1.0], budget=8).tolist()
+        [3, 3, 2]
+    """
+
+    name = "uniform"
+
+    def _allocate(self, success_rates: np.ndarray, budget: int, stats: PromptBatchStats) -> np.ndarray:
+        num_prompts = len(success_rates)
+        return largest_remainder(np.full(num_prompts, budget / num_prompts), budget)
