@@ -1,0 +1,143 @@
+"""AdaptiveGRPOTrainer on a tiny offline model: GRPO equivalence, variable groups, statistics, resume, bad input."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+from trainer_helpers import make_dataset, reward_has_vowel_e, reward_length, tiny_config_kwargs
+from trl import GRPOConfig, GRPOTrainer
+
+from trl_adaptive import AdaptiveGRPOConfig, AdaptiveGRPOTrainer
+from trl_adaptive.allocation import Allocator, UniformAllocator
+from trl_adaptive.stats import PromptStatistics
+
+
+class RecordingAllocator(Allocator):
+    """Wraps an allocator and records every (prompt ids, counts) it is asked for."""
+
+    def __init__(self, inner: Allocator) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.min_rollouts, self.max_rollouts = inner.min_rollouts, inner.max_rollouts
+        self.allows_zero = inner.allows_zero
+        self.history: list[tuple[list[int], list[int]]] = []
+
+    def allocate(self, success_rates, budget, *, stats=None):
+        counts = self.inner.allocate(success_rates, budget, stats=stats)
+        self.history.append((stats.prompt_ids.tolist(), counts.tolist()))
+        return counts
+
+    def completion_weights(self, counts, stats):
+        return self.inner.completion_weights(counts, stats)
+
+    def state_dict(self):
+        return self.inner.state_dict()
+
+    def load_state_dict(self, state):
+        self.inner.load_state_dict(state)
+
+
+class FixedAllocator(Allocator):
+    """Gives the first prompt of every batch most of the budget: a deliberately skewed allocation."""
+
+    name = "fixed-skew"
+
+    def _allocate(self, success_rates, budget, stats):
+        counts = np.full(len(success_rates), self.min_rollouts, dtype=np.int64)
+        counts[0] += budget - counts.sum()
+        return counts
+
+
+def _params(model) -> dict[str, torch.Tensor]:
+    return {name: p.detach().clone() for name, p in model.named_parameters()}
+
+
+@pytest.mark.parametrize("scale_rewards", ["group", "batch", "none"])
+def test_uniform_reproduces_grpo_trainer(tiny_model_dir, tmp_path, scale_rewards):
+    """allocator="uniform" must give GRPOTrainer's advantages and parameters, step for step."""
+    dataset = make_dataset(8)
+    results = []
+    for trainer_cls, config_cls in ((GRPOTrainer, GRPOConfig), (AdaptiveGRPOTrainer, AdaptiveGRPOConfig)):
+        extra = {"allocator": "uniform"} if config_cls is AdaptiveGRPOConfig else {}
+        args = config_cls(**tiny_config_kwargs(str(tmp_path / trainer_cls.__name__), scale_rewards=scale_rewards), **extra)
+        trainer = trainer_cls(
+            model=str(tiny_model_dir), reward_funcs=[reward_length, reward_has_vowel_e], args=args, train_dataset=dataset
+        )
+        advantages = []
+        original = trainer._generate_and_score_completions
+
+        def record(inputs, original=original, advantages=advantages):
+            output = original(inputs)
+            advantages.append(output["advantages"].clone())
+            return output
+
+        trainer._generate_and_score_completions = record
+        trainer.train()
+        results.append((advantages, _params(trainer.model), trainer.state.log_history))
+
+    (adv_grpo, params_grpo, logs_grpo), (adv_ours, params_ours, logs_ours) = results
+    assert len(adv_grpo) == len(adv_ours) == 3
+    for a, b in zip(adv_grpo, adv_ours):
+        torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6)
+    assert any(not torch.equal(params_ours[n], p) for n, p in _initial_params(tiny_model_dir).items())
+    for name, value in params_grpo.items():
+        torch.testing.assert_close(params_ours[name], value, rtol=1e-5, atol=1e-6)
+    for log_grpo, log_ours in zip(logs_grpo, logs_ours):
+        if "frac_reward_zero_std" in log_grpo:
+            assert log_ours["frac_reward_zero_std"] == pytest.approx(log_grpo["frac_reward_zero_std"])
+
+
+def _initial_params(model_dir) -> dict[str, torch.Tensor]:
+    from transformers import AutoModelForCausalLM
+
+    return _params(AutoModelForCausalLM.from_pretrained(model_dir))
+
+
+def test_skewed_allocation_groups_and_logs(tiny_model_dir, tmp_path):
+    """One prompt gets most of the budget: every completion is scored in its own group, metrics are logged."""
+    allocator = RecordingAllocator(FixedAllocator())
+    args = AdaptiveGRPOConfig(**tiny_config_kwargs(str(tmp_path), max_steps=2, log_completions=True), allocator="uniform")
+    trainer = AdaptiveGRPOTrainer(
+        model=str(tiny_model_dir), reward_funcs=reward_length, args=args, train_dataset=make_dataset(8), allocator=allocator
+    )
+    captured = []
+    original = trainer._calculate_rewards
+
+    def capture(inputs, prompts, completions, completion_ids_list):
+        captured.append([row["prompt_id"] for row in inputs])
+        return original(inputs, prompts, completions, completion_ids_list)
+
+    trainer._calculate_rewards = capture
+    trainer.train()
+
+    assert [counts for _, counts in allocator.history] == [[6, 2], [6, 2]]
+    for (ids, counts), rows in zip(allocator.history, captured):
+        assert sorted(rows) == sorted(np.repeat(ids, counts).tolist())  # every completion attached to its prompt
+    logged = {k: v for log in trainer.state.log_history for k, v in log.items()}
+    assert logged["allocation/count_max"] == 6 and logged["allocation/count_min"] == 2
+    assert logged["allocation/budget_used"] == logged["allocation/budget"] == 8
+    for key in ("allocation/effective_gradient_ratio", "allocation/zero_gradient_ratio_all_wrong", "prompt_status/unseen"):
+        assert key in logged
+    assert sorted(trainer._logs["extra"]["group_size"]) == [2, 2] + [6] * 6
+    # Statistics were updated for the prompts the trainer saw.
+    assert trainer.prompt_statistics.num_seen == len({i for ids, _ in allocator.history for i in ids})
+
+
+def test_success_rate_column_after_an_epoch(tiny_model_dir, tmp_path):
+    dataset = make_dataset(8)
+    args = AdaptiveGRPOConfig(
+        **tiny_config_kwargs(str(tmp_path), max_steps=-1, num_train_epochs=1), allocator="uniform"
+    )
+    trainer = AdaptiveGRPOTrainer(
+        model=str(tiny_model_dir), reward_funcs=reward_has_vowel_e, args=args, train_dataset=dataset
+    )
+    assert all(math.isnan(x) for x in trainer.train_dataset["success_rate"])
+    trainer.train()
+    rates = np.array(trainer.train_dataset["success_rate"])
+    assert not np.isnan(rates).any()  # 8 prompts, 2 per step, 4 steps: every prompt seen in epoch 1
+    assert ((rates >= 0) & (rates <= 1)).all()
+    assert np.allclose(rates * 4, np.round(rates * 4))  # 4 completions per prompt under uniform

@@ -1,0 +1,118 @@
+"""AdaptiveGRPOConfig: GRPOConfig plus the fields that choose and bound the per-prompt allocation."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from trl import GRPOConfig
+
+from ..allocation import registered_allocators
+
+
+@dataclass
+class AdaptiveGRPOConfig(GRPOConfig):
+    r"""
+    Configuration for [`AdaptiveGRPOTrainer`]: every [`~trl.GRPOConfig`] field, plus the allocation of completions.
+
+    `num_generations` keeps its meaning as the *average* number of completions per prompt: a generation batch holds
+    `generation_batch_size / num_generations` prompts and exactly `generation_batch_size` completions (the budget B),
+    split between prompts by the allocator.
+
+    > Parameters that control the allocation
+
+    allocator (`str`, *optional*, defaults to `"knapsack"`):
+        Registered name of the allocation strategy: `"knapsack"` (Knapsack RL, arXiv 2509.25849), `"uniform"` (GRPO,
+        bit-identical to `GRPOTrainer`), `"reinforce_ada_est"` (Reinforce-Ada Est, arXiv 2510.04996), `"cero"` (arXiv
+        2606.05606). An `Allocator` object passed to the trainer overrides this name.
+    allocator_kwargs (`dict` or `str`, *optional*):
+        Extra constructor arguments of the allocator (a dict, or a JSON string on the command line), e.g.
+        `{"fallback": false}` for knapsack.
+    min_rollouts (`int`, *optional*, defaults to `2`):
+        Fewest completions a sampled prompt receives (N_low). At least 2: a group of one has no baseline.
+    max_rollouts (`int`, *optional*, defaults to `128`):
+        Most completions one prompt may receive in one generation batch (N_up).
+    success_threshold (`float`, *optional*, defaults to `1.0`):
+        A completion counts as a success for the per-prompt statistics when its total (weighted) reward is >= this
+        value. Rewards may be any float; NaN rewards are not counted.
+    prompt_id_column (`str`, *optional*, defaults to `"prompt_id"`):
+        Dataset column holding a stable integer id per prompt. Added (row index) when missing.
+    success_rate_column (`str`, *optional*, defaults to `"success_rate"`):
+        Dataset column the trainer keeps up to date with each prompt's success rate (NaN before it is seen).
+    equal_prompt_weighting (`bool`, *optional*, defaults to `False`):
+        Multiply each completion's advantage by `mean_n / n_i` so every prompt carries the same total weight
+        whatever its count. Off by default, as in the papers: every completion has equal weight, so a prompt with
+        more completions moves the policy more.
+    """
+
+    allocator: str = field(
+        default="knapsack",
+        metadata={"help": "Registered name of the allocation strategy: knapsack, uniform, reinforce_ada_est, cero."},
+    )
+    allocator_kwargs: dict[str, Any] | str | None = field(
+        default=None,
+        metadata={"help": 'Extra allocator constructor arguments as a dict or JSON string, e.g. \'{"fallback": false}\'.'},
+    )
+    min_rollouts: int = field(
+        default=2,
+        metadata={"help": "Fewest completions a sampled prompt receives (N_low, >= 2)."},
+    )
+    max_rollouts: int = field(
+        default=128,
+        metadata={"help": "Most completions one prompt may receive in one generation batch (N_up)."},
+    )
+    success_threshold: float = field(
+        default=1.0,
+        metadata={"help": "A completion is a success when its total reward is >= this value."},
+    )
+    prompt_id_column: str = field(
+        default="prompt_id",
+        metadata={"help": "Dataset column with a stable integer id per prompt; added from the row index if missing."},
+    )
+    success_rate_column: str = field(
+        default="success_rate",
+        metadata={"help": "Dataset column kept up to date with each prompt's success rate (NaN until seen)."},
+    )
+    equal_prompt_weighting: bool = field(
+        default=False,
+        metadata={"help": "Scale each completion's advantage by mean_n / n_i so every prompt weighs the same."},
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if isinstance(self.allocator_kwargs, str):
+            try:
+                self.allocator_kwargs = json.loads(self.allocator_kwargs)
+            except json.JSONDecodeError as error:
+                raise ValueError(f"allocator_kwargs is not valid JSON ({error}): {self.allocator_kwargs!r}") from None
+        if self.allocator_kwargs is not None and not isinstance(self.allocator_kwargs, dict):
+            raise ValueError(f"allocator_kwargs must be a dict or a JSON object string, got {self.allocator_kwargs!r}.")
+        if self.allocator not in registered_allocators():
+            raise ValueError(
+                f"allocator={self.allocator!r} is not a registered allocator. Choose one of "
+                f"{', '.join(registered_allocators())}, or pass an Allocator object to AdaptiveGRPOTrainer."
+            )
+        if self.min_rollouts < 2:
+            raise ValueError(
+                f"min_rollouts={self.min_rollouts}: must be >= 2, because a group of one completion has no baseline."
+            )
+        if self.max_rollouts < self.min_rollouts:
+            raise ValueError(
+                f"max_rollouts={self.max_rollouts} is below min_rollouts={self.min_rollouts}. Raise max_rollouts."
+            )
+        if not self.min_rollouts <= self.num_generations <= self.max_rollouts:
+            prompts = self.generation_batch_size // self.num_generations
+            raise ValueError(
+                f"num_generations={self.num_generations} is the average completions per prompt, so the budget of "
+                f"{self.generation_batch_size} completions over {prompts} prompts needs min_rollouts <= "
+                f"num_generations <= max_rollouts, but min_rollouts={self.min_rollouts} and "
+                f"max_rollouts={self.max_rollouts}. Change num_generations or the bounds."
+            )
+        if not self.prompt_id_column or not self.success_rate_column:
+            raise ValueError("prompt_id_column and success_rate_column must be non-empty column names.")
+        if self.prompt_id_column == self.success_rate_column:
+            raise ValueError(
+                f"prompt_id_column and success_rate_column are both {self.prompt_id_column!r}; give them different "
+                "names."
+            )
