@@ -141,3 +141,37 @@ def test_success_rate_column_after_an_epoch(tiny_model_dir, tmp_path):
     assert not np.isnan(rates).any()  # 8 prompts, 2 per step, 4 steps: every prompt seen in epoch 1
     assert ((rates >= 0) & (rates <= 1)).all()
     assert np.allclose(rates * 4, np.round(rates * 4))  # 4 completions per prompt under uniform
+
+
+def test_resume_restores_statistics_and_next_allocation(tiny_model_dir, tmp_path):
+    """Train 2 epochs saving at step 5; a run resumed from checkpoint-5 allocates exactly as the uninterrupted one."""
+    from trl_adaptive.allocation import get_allocator
+
+    def run(output_dir, resume=None):
+        allocator = RecordingAllocator(get_allocator("knapsack", max_rollouts=6))
+        args = AdaptiveGRPOConfig(
+            **tiny_config_kwargs(str(output_dir), max_steps=8, save_strategy="steps", save_steps=5),
+            allocator="knapsack",
+            max_rollouts=6,
+        )
+        trainer = AdaptiveGRPOTrainer(
+            model=str(tiny_model_dir),
+            reward_funcs=reward_has_vowel_e,
+            args=args,
+            train_dataset=make_dataset(8),
+            allocator=allocator,
+        )
+        trainer.train(resume_from_checkpoint=resume)
+        return allocator.history, trainer
+
+    full_history, full = run(tmp_path / "full")
+    checkpoint = tmp_path / "full" / "checkpoint-5"
+    state = json.loads((checkpoint / "adaptive_state.json").read_text())
+    assert state["allocator"]["name"] == "knapsack" and state["statistics"]
+    resumed_history, resumed = run(tmp_path / "full", resume=str(checkpoint))
+
+    assert resumed_history == full_history[5:]
+    # Epoch 2 allocates from epoch 1's rates: at least one step is not uniform, else this test would be vacuous.
+    assert any(len(set(counts)) > 1 for _, counts in full_history[4:])
+    assert resumed.prompt_statistics.state_dict() == full.prompt_statistics.state_dict()
+    np.testing.assert_array_equal(resumed.train_dataset["success_rate"], full.train_dataset["success_rate"])

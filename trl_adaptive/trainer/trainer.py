@@ -34,6 +34,7 @@ from .advantages import group_advantages
 from .callback import SuccessRateCallback
 from .config import AdaptiveGRPOConfig
 from .dispatch import expand_counts, rank_slice
+from .sampler import EpochSeededRepeatSampler
 
 STATE_FILE = "adaptive_state.json"
 STATE_FORMAT_VERSION = 1
@@ -91,6 +92,17 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
     # ---------------------------------------------------------------------------------------------------------------
     # Overrides of GRPOTrainer's private hooks (trl 1.16; pinned by tests/test_trl_contract.py)
     # ---------------------------------------------------------------------------------------------------------------
+    def _get_train_sampler(self, dataset: Dataset | None = None) -> EpochSeededRepeatSampler:
+        """Same sampler as TRL (L1280) with ``set_epoch``, so a resumed run draws the prompts it would have drawn."""
+        return EpochSeededRepeatSampler(
+            data_source=dataset if dataset is not None else self.train_dataset,
+            mini_repeat_count=self.num_generations,
+            batch_size=self.args.generation_batch_size // self.num_generations,
+            repeat_count=self.num_iterations * self.args.steps_per_generation,
+            shuffle=self.shuffle_dataset,
+            seed=self.args.seed,
+        )
+
     def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
         """Departs from TRL: in training every row already stands for ONE completion, so ask for one per row.
 

@@ -1,0 +1,42 @@
+"""Pins the TRL 1.16 internals AdaptiveGRPOTrainer overrides: this file fails loudly when trl moves them."""
+
+from __future__ import annotations
+
+import inspect
+
+import trl
+from trl import GRPOTrainer
+
+from trl_adaptive import AdaptiveGRPOTrainer
+
+# Private GRPOTrainer hooks we override or call, with the parameters our overrides rely on.
+PINNED_HOOKS = {
+    "_generate_and_score_completions": ["self", "inputs"],
+    "_calculate_rewards": ["self", "inputs", "prompts", "completions", "completion_ids_list"],
+    "_generate_single_turn": ["self", "prompt_ids", "images", "multimodal_fields", "num_generations", "has_tool_images"],
+    "_get_train_sampler": ["self", "dataset"],
+    "_save_checkpoint": ["self", "model", "trial"],
+    "_load_optimizer_and_scheduler": ["self", "checkpoint"],
+}
+
+
+def test_trl_version_is_the_pinned_minor():
+    assert trl.__version__.startswith("1.16."), f"trl_adaptive is pinned to trl 1.16.x, found {trl.__version__}"
+
+
+def test_overridden_hooks_exist_with_expected_signatures():
+    for name, params in PINNED_HOOKS.items():
+        assert hasattr(GRPOTrainer, name), f"GRPOTrainer.{name} no longer exists in trl {trl.__version__}"
+        assert list(inspect.signature(getattr(GRPOTrainer, name)).parameters) == params, name
+        assert name in AdaptiveGRPOTrainer.__dict__, f"AdaptiveGRPOTrainer no longer overrides {name}"
+
+
+def test_grpo_internals_we_read_still_exist():
+    source = inspect.getsource(GRPOTrainer)
+    # Attributes read by our overrides.
+    for attribute in ("self.reward_weights", "self.scale_rewards", "self.multi_objective_aggregation", "self._logs"):
+        assert attribute in source, attribute
+    # The fixed-group assumptions our overrides replace; if trl drops them, our fixes may double-correct.
+    assert "rewards.view(-1, num_generations)" in source
+    assert 'self._metrics[mode]["frac_reward_zero_std"]' in source
+    assert "mini_repeat_count=self.num_generations" in source
