@@ -1,0 +1,201 @@
+"""Learning-signal simulator benchmark: every registered allocator at EQUAL budget, paired seeds, several rules.
+
+Prints markdown tables for docs/benchmarks.md ("Learning-signal simulator"):
+
+1. per learning rule, on the default difficulty mix: effective-gradient ratio (all steps, and epochs >= 2 only,
+   since epoch 1 has no statistics), each with its ratio to uniform measured on the same seeds; zero-gradient shares
+   from all-correct / all-wrong groups; final mean true p; prompts converted from observed p = 0;
+2. sensitivity: the epochs >= 2 ratio to uniform for every difficulty mix x learning rule.
+
+Usage:
+    .venv/bin/python bench/bench_simulator.py            # 2000 prompts, 256 per step, n = 8, 5 epochs, 5 seeds
+    .venv/bin/python bench/bench_simulator.py --quick    # a smaller smoke run
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import inspect
+import os
+import time
+from concurrent.futures import Executor, ProcessPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from trl_adaptive.allocation import get_allocator, registered_allocators
+from trl_adaptive.allocation.base import Allocator
+from trl_adaptive.sim import MIXES, RULE_KINDS, STATUSES, LearningRule, compare
+
+
+@dataclass
+class Args:
+    num_prompts: int = 2000
+    """dataset size"""
+    batch_prompts: int = 256
+    """M, unique prompts per step"""
+    num_generations: int = 8
+    """n; budget per step B = M * n for every allocator"""
+    epochs: int = 5
+    """passes over the dataset"""
+    seeds: int = 5
+    """paired seeds per allocator (same population and batches for every allocator)"""
+    sensitivity_seeds: int = 3
+    """seeds per cell of the mix x rule sensitivity table"""
+    workers: int = min(2, os.cpu_count() or 1)
+    """processes"""
+    quick: bool = False
+    """smoke run: 600 prompts, 64 per step, 3 epochs, 2 seeds"""
+
+
+def parse_args() -> Args:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    for f in dataclasses.fields(Args):
+        if f.type == "bool":
+            parser.add_argument(f"--{f.name.replace('_', '-')}", action="store_true")
+        else:
+            parser.add_argument(f"--{f.name.replace('_', '-')}", type=int, default=f.default)
+    args = Args(**vars(parser.parse_args()))
+    if args.quick:
+        args = dataclasses.replace(
+            args, num_prompts=600, batch_prompts=64, epochs=3, seeds=2, sensitivity_seeds=2, quick=True
+        )
+    return args
+
+
+def allocator_specs(epochs: int) -> dict[str, str | Allocator]:
+    """Every registered allocator with its defaults, plus Knapsack without its fallback when the class supports it.
+
+    CERO is told the run's number of epochs (its K, TRL's ``num_train_epochs``), as the trainer would.
+    """
+    names = ["uniform"] + [name for name in registered_allocators() if name != "uniform"]
+    specs: dict[str, str | Allocator] = {name: name for name in names}
+    if "cero" in specs and "num_epochs" in inspect.signature(type(get_allocator("cero"))).parameters:
+        specs["cero"] = get_allocator("cero", num_epochs=epochs)
+    if "knapsack" in specs:
+        knapsack = get_allocator("knapsack")
+        if "fallback" in inspect.signature(type(knapsack)).parameters:
+            specs["knapsack (fallback=False)"] = get_allocator("knapsack", fallback=False)
+    return specs
+
+
+def fmt_ratio(row: dict[str, Any], key: str) -> str:
+    return f"{row[key + '_vs_baseline']:.3f} ± {row[key + '_vs_baseline_std']:.3f}"
+
+
+def main_table(rows: list[dict[str, Any]]) -> str:
+    header = (
+        "| allocator | eff.-grad. ratio | vs uniform | eff.-grad. ratio, epochs ≥ 2 | vs uniform, epochs ≥ 2 "
+        "| zero-grad all-correct | zero-grad all-wrong | eff. prompt ratio | final mean p | converted from p=0 "
+        "| initially-hard final p | alloc ms |"
+    )
+    lines = [header, "|" + "---|" * (header.count("|") - 1)]
+    for r in rows:
+        lines.append(
+            f"| {r['allocator']} | {r['effective_gradient_ratio']:.3f} | {fmt_ratio(r, 'effective_gradient_ratio')} "
+            f"| {r['effective_gradient_ratio_after_first']:.3f} "
+            f"| {fmt_ratio(r, 'effective_gradient_ratio_after_first')} "
+            f"| {r['zero_grad_all_correct']:.3f} | {r['zero_grad_all_wrong']:.3f} | {r['effective_prompt_ratio']:.3f} "
+            f"| {r['final_mean_p']:.3f} | {r['converted_from_zero']:.0f} | {r['hard_final_mean_p']:.4f} "
+            f"| {r['allocate_ms']:.1f} |"
+        )
+    return "\n".join(lines)
+
+
+def epoch_table(rows: list[dict[str, Any]], epochs: int) -> str:
+    header = "| allocator | " + " | ".join(f"epoch {e}" for e in range(1, epochs + 1)) + " |"
+    lines = [header, "|---|" + "---|" * epochs]
+    for r in rows:
+        cells = " | ".join(f"{r[f'effective_gradient_ratio_epoch{e}']:.3f}" for e in range(1, epochs + 1))
+        lines.append(f"| {r['allocator']} | {cells} |")
+    return "\n".join(lines)
+
+
+def status_table(rows: list[dict[str, Any]]) -> str:
+    header = "| allocator | " + " | ".join(STATUS_LABELS[name] for name in STATUSES) + " |"
+    lines = [header, "|---|" + "---|" * len(STATUSES)]
+    for r in rows:
+        cells = " | ".join(_cell(r[f"mean_count_{name}"]) for name in STATUSES)
+        lines.append(f"| {r['allocator']} | {cells} |")
+    return "\n".join(lines)
+
+
+STATUS_LABELS = {
+    "unseen": "unseen",
+    "p0": "p̂ = 0",
+    "p0_0.2": "(0, 0.2]",
+    "p0.2_0.8": "(0.2, 0.8)",
+    "p0.8_1": "[0.8, 1)",
+    "p1": "p̂ = 1",
+}
+
+
+def _cell(value: float) -> str:
+    return "–" if value != value else f"{value:.1f}"
+
+
+# Sensitivity rows: the four rules at their defaults, plus a 3x faster learner (p moves more within an epoch, so the
+# previous epoch's p̂ is staler) and a learner without transfer between prompts.
+SENSITIVITY_RULES: dict[str, LearningRule] = {kind: LearningRule(kind=kind) for kind in RULE_KINDS}
+SENSITIVITY_RULES["per_completion, lr x3"] = LearningRule(kind="per_completion", lr=0.9)
+SENSITIVITY_RULES["per_completion, transfer 0"] = LearningRule(kind="per_completion", transfer=0.0)
+
+
+def main(args: Args) -> None:
+    specs = allocator_specs(args.epochs)
+    sizes = {
+        "num_prompts": args.num_prompts,
+        "batch_prompts": args.batch_prompts,
+        "num_generations": args.num_generations,
+        "epochs": args.epochs,
+    }
+    budget = args.batch_prompts * args.num_generations
+    print(
+        f"# Simulator: {args.num_prompts} prompts, M={args.batch_prompts}, n={args.num_generations} "
+        f"(B={budget} per step), {args.epochs} epochs x {args.num_prompts // args.batch_prompts} steps, "
+        f"seeds 0..{args.seeds - 1}; allocators: {', '.join(specs)}"
+    )
+    start = time.perf_counter()
+    with ProcessPoolExecutor(max_workers=args.workers) as pool:
+        run(args, specs, sizes, pool)
+    print(f"\nTotal wall time: {time.perf_counter() - start:.1f} s on {args.workers} worker(s).")
+
+
+def run(args: Args, specs: dict[str, str | Allocator], sizes: dict[str, int], pool: Executor) -> None:
+    seeds = list(range(args.seeds))
+    for rule in RULE_KINDS:
+        rows = compare(specs, seeds, executor=pool, learning_rule=rule, mix="dapo", **sizes)
+        print(f"\n## learning rule `{rule}`, mix `dapo` (mean over {args.seeds} seeds; ratio ± std over seeds)\n")
+        print(main_table(rows))
+        if rule == "per_completion":
+            print("\nEffective-gradient ratio per epoch:\n")
+            print(epoch_table(rows, args.epochs))
+            print("\nMean N_i by the prompt's status in the store when allocated (epochs ≥ 2):\n")
+            print(status_table(rows))
+
+    print(
+        f"\n## Sensitivity: effective-gradient ratio vs uniform, epochs ≥ 2 ({args.sensitivity_seeds} seeds); "
+        "in brackets the final mean p minus uniform's\n"
+    )
+    labels = [label for label in specs if label != "uniform"]
+    header = "| mix | rule | " + " | ".join(labels) + " |"
+    lines = [header, "|---|---|" + "---|" * len(labels)]
+    sens_seeds = list(range(args.sensitivity_seeds))
+    for mix in MIXES:
+        for rule_label, rule in SENSITIVITY_RULES.items():
+            rows = {
+                r["allocator"]: r
+                for r in compare(specs, sens_seeds, executor=pool, learning_rule=rule, mix=mix, **sizes)
+            }
+            base_p = rows["uniform"]["final_mean_p"]
+            cells = " | ".join(
+                f"{rows[label]['effective_gradient_ratio_after_first_vs_baseline']:.3f} "
+                f"({rows[label]['final_mean_p'] - base_p:+.3f})"
+                for label in labels
+            )
+            lines.append(f"| {mix} | {rule_label} | {cells} |")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main(parse_args())
