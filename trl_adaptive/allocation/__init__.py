@@ -9,15 +9,32 @@ from .base import (
     register_allocator,
     registered_allocators,
 )
+from .cero import CeroAllocator
+from .knapsack import KnapsackAllocator
+from .reinforce_ada import ReinforceAdaEstAllocator
+from .solvers import knapsack_objective, solve_dp, solve_greedy
 from .uniform import UniformAllocator
+from .value import info_gain, marginal_gains, mixed_group_demand, prob_nonzero_gradient, value, value_table
 
 __all__ = [
     "Allocator",
+    "CeroAllocator",
+    "KnapsackAllocator",
     "PromptBatchStats",
+    "ReinforceAdaEstAllocator",
     "UniformAllocator",
     "get_allocator",
+    "info_gain",
+    "knapsack_objective",
     "largest_remainder",
+    "marginal_gains",
+    "mixed_group_demand",
+    "prob_nonzero_gradient",
     "prompts_per_status",
     "register_allocator",
     "registered_allocators",
+    "solve_dp",
+    "solve_greedy",
+    "value",
+    "value_table",
 ]

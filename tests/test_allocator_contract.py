@@ -1,0 +1,129 @@
+"""One contract, every registered allocator (``trl_adaptive/allocation/base.py``).
+
+For hypothesis-generated success rates (NaN, 0, 1, 0.5, all equal, a single prompt, budgets not divisible by M):
+integer counts summing exactly to the budget, within [min_rollouts, max_rollouts] (0 only where allowed), the same
+inputs and state giving the same counts, a JSON round trip of ``state_dict`` restoring the next allocation exactly,
+and ``completion_weights`` of shape (M,) when given.
+"""
+
+import importlib
+import json
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+import trl_adaptive.allocation
+from trl_adaptive.allocation import PromptBatchStats, get_allocator, registered_allocators
+
+for _optional in ("trl_adaptive.allocation.knapsack",):  # strategies another module may add
+    try:
+        importlib.import_module(_optional)
+    except ModuleNotFoundError:
+        pass
+
+ALLOCATORS = registered_allocators()
+assert {"uniform", "reinforce_ada_est", "cero"} <= set(ALLOCATORS), trl_adaptive.allocation.__all__
+
+RATE = st.one_of(
+    st.just(float("nan")),
+    st.just(0.0),
+    st.just(1.0),
+    st.just(0.5),
+    st.floats(0.0, 1.0, allow_nan=False),
+    st.sampled_from([1 / 8, 3 / 8, 7 / 8]),
+)
+RATES = st.one_of(
+    st.lists(RATE, min_size=1, max_size=24),
+    st.builds(lambda r, n: [r] * n, RATE, st.integers(1, 24)),  # all equal
+)
+
+
+def _budget(allocator, num_prompts: int, data: st.DataObject) -> int:
+    low = 0 if allocator.allows_zero else num_prompts * allocator.min_rollouts
+    # Keep budgets small enough for fast exact solvers, but reach the top of the range when it is small.
+    high = num_prompts * min(allocator.max_rollouts, 12)
+    budget = data.draw(st.integers(low, max(low, high)), label="budget")
+    try:
+        allocator.check_budget(num_prompts, budget)
+    except ValueError:
+        budget = num_prompts * allocator.min_rollouts + (num_prompts > 1)  # always feasible, not divisible by M
+    return budget
+
+
+def _with_stats(rates: list[float], seed: int) -> PromptBatchStats:
+    """Stats as a real store would hand them: counts of varying size behind each rate, distinct sparse ids."""
+    rng = np.random.default_rng(seed)
+    rate = np.asarray(rates, dtype=np.float64)
+    seen = ~np.isnan(rate)
+    t = np.where(seen, rng.integers(1, 40, len(rate)), 0).astype(np.float64)
+    c = np.round(np.nan_to_num(rate) * t)
+    return PromptBatchStats(
+        prompt_ids=rng.permutation(1000)[: len(rate)].astype(np.int64),
+        success_rate=np.where(seen, c / np.maximum(t, 1), np.nan),
+        attempts=t,
+        successes=c,
+        smoothed_rate=(1 + 0.5 * c) / (17 + 0.5 * t),
+        beta_a=1 + c,
+        beta_b=1 + t - c,
+    )
+
+
+def _check(allocator, counts: np.ndarray, rates: list[float], budget: int, stats: PromptBatchStats | None) -> None:
+    assert isinstance(counts, np.ndarray) and counts.dtype == np.int64 and counts.shape == (len(rates),)
+    assert int(counts.sum()) == budget
+    nonzero = counts[counts != 0]
+    assert np.all(nonzero >= allocator.min_rollouts) and np.all(nonzero <= allocator.max_rollouts)
+    if not allocator.allows_zero:
+        assert np.all(counts != 0)
+    weights = allocator.completion_weights(counts, stats if stats is not None else _as_stats(rates))
+    if weights is not None:
+        weights = np.asarray(weights)
+        assert weights.shape == (len(rates),) and np.all(np.isfinite(weights)) and np.all(weights >= 0)
+
+
+def _as_stats(rates: list[float]) -> PromptBatchStats:
+    return PromptBatchStats.from_success_rates(np.asarray(rates, dtype=np.float64))
+
+
+@pytest.mark.parametrize("name", ALLOCATORS)
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rates=RATES, data=st.data(), use_stats=st.booleans(), seed=st.integers(0, 2**16))
+@example(rates=[float("nan")] * 3, data=None, use_stats=False, seed=0).via("first epoch")
+def test_allocator_contract(name, rates, data, use_stats, seed):
+    fresh = get_allocator(name)
+    if data is None:  # the explicit example: a budget M does not divide
+        budget = len(rates) * fresh.min_rollouts + 1
+    else:
+        budget = _budget(fresh, len(rates), data)
+    stats = _with_stats(rates, seed) if use_stats else None
+    rate_arg = np.asarray(rates) if stats is None else stats.success_rate
+
+    # Same inputs, same (fresh) state -> same counts, from two independent instances.
+    a, b = get_allocator(name), get_allocator(name)
+    first = a.allocate(rate_arg, budget, stats=stats)
+    _check(a, first, rates, budget, stats)
+    np.testing.assert_array_equal(first, b.allocate(rate_arg, budget, stats=stats))
+
+    # The state after a step survives JSON and restores the next allocation exactly.
+    state = json.loads(json.dumps(a.state_dict(), allow_nan=False))
+    c = get_allocator(name)
+    c.load_state_dict(state)
+    second = a.allocate(rate_arg, budget, stats=stats)
+    _check(a, second, rates, budget, stats)
+    np.testing.assert_array_equal(second, c.allocate(rate_arg, budget, stats=stats))
+    assert json.dumps(a.state_dict(), sort_keys=True) == json.dumps(c.state_dict(), sort_keys=True)
+
+
+@pytest.mark.parametrize("name", ALLOCATORS)
+def test_single_prompt_and_edge_budgets(name):
+    allocator = get_allocator(name)
+    for rate in (float("nan"), 0.0, 0.5, 1.0):
+        for budget in (allocator.min_rollouts, allocator.max_rollouts, allocator.min_rollouts + 1):
+            counts = allocator.allocate([rate], budget)
+            _check(allocator, counts, [rate], budget, None)
+    with pytest.raises(ValueError):
+        allocator.allocate([0.5], allocator.max_rollouts + 1)
+    with pytest.raises(ValueError):
+        allocator.allocate([0.5, 1.5], 8)
