@@ -23,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from tiny_model import build_tiny_model  # noqa: E402
 from trainer_helpers import make_dataset, reward_has_vowel_e, tiny_config_kwargs  # noqa: E402
+from transformers import PrinterCallback  # noqa: E402
 from transformers.utils import logging as hf_logging  # noqa: E402
 from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 
@@ -30,15 +31,17 @@ from trl_adaptive import AdaptiveGRPOConfig, AdaptiveGRPOTrainer  # noqa: E402
 
 
 def step_times(variant: str, model_dir: Path, steps: int, out: str) -> list[float]:
+    # 16 prompts, 4 per generation batch: epoch 1 is uniform for every trainer, knapsack adapts from step 5 on.
     kwargs = tiny_config_kwargs(out, max_steps=steps, per_device_train_batch_size=32, num_generations=8,
-                                max_completion_length=16)
+                                max_completion_length=16, disable_tqdm=True)
     if variant == "grpo":
         trainer = GRPOTrainer(model=str(model_dir), reward_funcs=reward_has_vowel_e, args=GRPOConfig(**kwargs),
-                              train_dataset=make_dataset(64))
+                              train_dataset=make_dataset(16))
     else:
         args = AdaptiveGRPOConfig(**kwargs, allocator=variant, max_rollouts=32)
         trainer = AdaptiveGRPOTrainer(model=str(model_dir), reward_funcs=reward_has_vowel_e, args=args,
-                                      train_dataset=make_dataset(64))
+                                      train_dataset=make_dataset(16))
+    trainer.remove_callback(PrinterCallback)
     trainer.train()
     return [log["step_time"] for log in trainer.state.log_history if "step_time" in log][1:]
 
@@ -46,7 +49,7 @@ def step_times(variant: str, model_dir: Path, steps: int, out: str) -> list[floa
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--steps", type=int, default=12)
+    parser.add_argument("--steps", type=int, default=16)
     args = parser.parse_args()
     hf_logging.set_verbosity_error()
     variants = ["grpo", "uniform", "knapsack"]

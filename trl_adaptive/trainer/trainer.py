@@ -320,11 +320,11 @@ def _reject_unsupported_features(train_dataset: Any, args: AdaptiveGRPOConfig, k
         )
     if {"image", "images"} & set(train_dataset.column_names):
         raise NotImplementedError("AdaptiveGRPOTrainer does not support multimodal (image) prompts yet.")
-    if args.use_vllm and args.vllm_mode == "server" and "seed" in (args.generation_kwargs or {}):
+    if args.use_vllm and "seed" in (args.generation_kwargs or {}):
         raise ValueError(
-            "generation_kwargs['seed'] is set: in vLLM server mode the trainer sends each prompt once per completion "
-            "with n=1, and a fixed seed makes every copy of a prompt produce the same completion (zero-variance "
-            "groups). Remove the seed from generation_kwargs."
+            "generation_kwargs['seed'] is set: with vLLM the trainer asks for each completion as its own copy of the "
+            "prompt with n=1, and a fixed seed makes every copy produce the same completion (zero-variance groups). "
+            "Remove the seed from generation_kwargs."
         )
 
 
