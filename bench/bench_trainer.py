@@ -32,15 +32,26 @@ from trl_adaptive import AdaptiveGRPOConfig, AdaptiveGRPOTrainer  # noqa: E402
 
 def step_times(variant: str, model_dir: Path, steps: int, out: str) -> list[float]:
     # 16 prompts, 4 per generation batch: epoch 1 is uniform for every trainer, knapsack adapts from step 5 on.
-    kwargs = tiny_config_kwargs(out, max_steps=steps, per_device_train_batch_size=32, num_generations=8,
-                                max_completion_length=16, disable_tqdm=True)
+    kwargs = tiny_config_kwargs(
+        out,
+        max_steps=steps,
+        per_device_train_batch_size=32,
+        num_generations=8,
+        max_completion_length=16,
+        disable_tqdm=True,
+    )
     if variant == "grpo":
-        trainer = GRPOTrainer(model=str(model_dir), reward_funcs=reward_has_vowel_e, args=GRPOConfig(**kwargs),
-                              train_dataset=make_dataset(16))
+        trainer = GRPOTrainer(
+            model=str(model_dir),
+            reward_funcs=reward_has_vowel_e,
+            args=GRPOConfig(**kwargs),
+            train_dataset=make_dataset(16),
+        )
     else:
         args = AdaptiveGRPOConfig(**kwargs, allocator=variant, max_rollouts=32)
-        trainer = AdaptiveGRPOTrainer(model=str(model_dir), reward_funcs=reward_has_vowel_e, args=args,
-                                      train_dataset=make_dataset(16))
+        trainer = AdaptiveGRPOTrainer(
+            model=str(model_dir), reward_funcs=reward_has_vowel_e, args=args, train_dataset=make_dataset(16)
+        )
     trainer.remove_callback(PrinterCallback)
     trainer.train()
     return [log["step_time"] for log in trainer.state.log_history if "step_time" in log][1:]
@@ -68,8 +79,10 @@ def main() -> None:
     print("|---|---|---|")
     print(f"| GRPOTrainer | {1000 * statistics.median(medians['grpo']):.1f} | 1.000 |")
     for v in variants[1:]:
-        print(f"| AdaptiveGRPOTrainer ({v}) | {1000 * statistics.median(medians[v]):.1f} | "
-              f"{statistics.median(ratios[v]):.3f} (min {min(ratios[v]):.3f}, max {max(ratios[v]):.3f}) |")
+        print(
+            f"| AdaptiveGRPOTrainer ({v}) | {1000 * statistics.median(medians[v]):.1f} | "
+            f"{statistics.median(ratios[v]):.3f} (min {min(ratios[v]):.3f}, max {max(ratios[v]):.3f}) |"
+        )
 
 
 if __name__ == "__main__":

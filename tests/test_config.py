@@ -12,7 +12,9 @@ from trl import GRPOConfig, TrlParser
 from trl_adaptive import AdaptiveGRPOConfig, AdaptiveGRPOTrainer
 from trl_adaptive.allocation import UniformAllocator
 
-NEW_FIELDS = [f for f in dataclasses.fields(AdaptiveGRPOConfig) if f.name not in {g.name for g in dataclasses.fields(GRPOConfig)}]
+NEW_FIELDS = [
+    f for f in dataclasses.fields(AdaptiveGRPOConfig) if f.name not in {g.name for g in dataclasses.fields(GRPOConfig)}
+]
 
 
 def test_every_new_field_has_help_and_is_documented():
@@ -29,8 +31,18 @@ def test_trl_parser_reads_the_new_fields(tmp_path):
     parser = TrlParser(AdaptiveGRPOConfig)
     (args,) = parser.parse_args_into_dataclasses(
         [
-            "--output_dir", str(tmp_path), "--allocator", "uniform", "--max_rollouts", "32",
-            "--allocator_kwargs", "{}", "--equal_prompt_weighting", "true", "--use_cpu", "true",
+            "--output_dir",
+            str(tmp_path),
+            "--allocator",
+            "uniform",
+            "--max_rollouts",
+            "32",
+            "--allocator_kwargs",
+            "{}",
+            "--equal_prompt_weighting",
+            "true",
+            "--use_cpu",
+            "true",
         ]
     )
     assert args.allocator == "uniform" and args.max_rollouts == 32 and args.allocator_kwargs == {}
@@ -58,14 +70,19 @@ def test_invalid_config_fails_at_construction(tmp_path, overrides, message):
 
 def test_indivisible_generation_batch_is_rejected(tmp_path):
     with pytest.raises(ValueError, match="divisible"):
-        AdaptiveGRPOConfig(**tiny_config_kwargs(str(tmp_path), generation_batch_size=10, per_device_train_batch_size=4))
+        AdaptiveGRPOConfig(
+            **tiny_config_kwargs(str(tmp_path), generation_batch_size=10, per_device_train_batch_size=4)
+        )
 
 
 def _trainer(tiny_model_dir, tmp_path, dataset=None, **kwargs):
     args = AdaptiveGRPOConfig(**tiny_config_kwargs(str(tmp_path)), allocator="uniform")
     return AdaptiveGRPOTrainer(
-        model=str(tiny_model_dir), reward_funcs=reward_length, args=args,
-        train_dataset=make_dataset(8) if dataset is None else dataset, **kwargs,
+        model=str(tiny_model_dir),
+        reward_funcs=reward_length,
+        args=args,
+        train_dataset=make_dataset(8) if dataset is None else dataset,
+        **kwargs,
     )
 
 
@@ -94,8 +111,12 @@ def test_unsupported_features_fail_at_construction(tiny_model_dir, tmp_path):
     with pytest.raises(NotImplementedError, match="multimodal"):
         _trainer(tiny_model_dir, tmp_path, Dataset.from_dict({"prompt": ["a"], "image": [None]}))
     with pytest.raises(TypeError, match="AdaptiveGRPOConfig"):
-        AdaptiveGRPOTrainer(model=str(tiny_model_dir), reward_funcs=reward_length, args=GRPOConfig(
-            **tiny_config_kwargs(str(tmp_path))), train_dataset=make_dataset(8))
+        AdaptiveGRPOTrainer(
+            model=str(tiny_model_dir),
+            reward_funcs=reward_length,
+            args=GRPOConfig(**tiny_config_kwargs(str(tmp_path))),
+            train_dataset=make_dataset(8),
+        )
 
 
 def test_allocator_object_with_infeasible_bounds_fails_at_construction(tiny_model_dir, tmp_path):
@@ -106,9 +127,13 @@ def test_allocator_object_with_infeasible_bounds_fails_at_construction(tiny_mode
 
 def test_fixed_seed_in_server_mode_is_rejected(tiny_model_dir, tmp_path):
     args = AdaptiveGRPOConfig(
-        **tiny_config_kwargs(str(tmp_path)), allocator="uniform", use_vllm=True, vllm_mode="server",
+        **tiny_config_kwargs(str(tmp_path)),
+        allocator="uniform",
+        use_vllm=True,
+        vllm_mode="server",
         generation_kwargs={"seed": 1},
     )
     with pytest.raises(ValueError, match=r"generation_kwargs\['seed'\]"):
-        AdaptiveGRPOTrainer(model=str(tiny_model_dir), reward_funcs=reward_length, args=args,
-                            train_dataset=make_dataset(8))
+        AdaptiveGRPOTrainer(
+            model=str(tiny_model_dir), reward_funcs=reward_length, args=args, train_dataset=make_dataset(8)
+        )

@@ -12,8 +12,7 @@ from trainer_helpers import make_dataset, reward_has_vowel_e, reward_length, tin
 from trl import GRPOConfig, GRPOTrainer
 
 from trl_adaptive import AdaptiveGRPOConfig, AdaptiveGRPOTrainer
-from trl_adaptive.allocation import Allocator, UniformAllocator
-from trl_adaptive.stats import PromptStatistics
+from trl_adaptive.allocation import Allocator
 
 
 class RecordingAllocator(Allocator):
@@ -63,9 +62,14 @@ def test_uniform_reproduces_grpo_trainer(tiny_model_dir, tmp_path, scale_rewards
     results = []
     for trainer_cls, config_cls in ((GRPOTrainer, GRPOConfig), (AdaptiveGRPOTrainer, AdaptiveGRPOConfig)):
         extra = {"allocator": "uniform"} if config_cls is AdaptiveGRPOConfig else {}
-        args = config_cls(**tiny_config_kwargs(str(tmp_path / trainer_cls.__name__), scale_rewards=scale_rewards), **extra)
+        args = config_cls(
+            **tiny_config_kwargs(str(tmp_path / trainer_cls.__name__), scale_rewards=scale_rewards), **extra
+        )
         trainer = trainer_cls(
-            model=str(tiny_model_dir), reward_funcs=[reward_length, reward_has_vowel_e], args=args, train_dataset=dataset
+            model=str(tiny_model_dir),
+            reward_funcs=[reward_length, reward_has_vowel_e],
+            args=args,
+            train_dataset=dataset,
         )
         advantages = []
         original = trainer._generate_and_score_completions
@@ -81,12 +85,12 @@ def test_uniform_reproduces_grpo_trainer(tiny_model_dir, tmp_path, scale_rewards
 
     (adv_grpo, params_grpo, logs_grpo), (adv_ours, params_ours, logs_ours) = results
     assert len(adv_grpo) == len(adv_ours) == 3
-    for a, b in zip(adv_grpo, adv_ours):
+    for a, b in zip(adv_grpo, adv_ours, strict=True):
         torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6)
     assert any(not torch.equal(params_ours[n], p) for n, p in _initial_params(tiny_model_dir).items())
     for name, value in params_grpo.items():
         torch.testing.assert_close(params_ours[name], value, rtol=1e-5, atol=1e-6)
-    for log_grpo, log_ours in zip(logs_grpo, logs_ours):
+    for log_grpo, log_ours in zip(logs_grpo, logs_ours, strict=True):
         if "frac_reward_zero_std" in log_grpo:
             assert log_ours["frac_reward_zero_std"] == pytest.approx(log_grpo["frac_reward_zero_std"])
 
@@ -100,9 +104,15 @@ def _initial_params(model_dir) -> dict[str, torch.Tensor]:
 def test_skewed_allocation_groups_and_logs(tiny_model_dir, tmp_path):
     """One prompt gets most of the budget: every completion is scored in its own group, metrics are logged."""
     allocator = RecordingAllocator(FixedAllocator())
-    args = AdaptiveGRPOConfig(**tiny_config_kwargs(str(tmp_path), max_steps=2, log_completions=True), allocator="uniform")
+    args = AdaptiveGRPOConfig(
+        **tiny_config_kwargs(str(tmp_path), max_steps=2, log_completions=True), allocator="uniform"
+    )
     trainer = AdaptiveGRPOTrainer(
-        model=str(tiny_model_dir), reward_funcs=reward_length, args=args, train_dataset=make_dataset(8), allocator=allocator
+        model=str(tiny_model_dir),
+        reward_funcs=reward_length,
+        args=args,
+        train_dataset=make_dataset(8),
+        allocator=allocator,
     )
     captured = []
     original = trainer._calculate_rewards
@@ -115,12 +125,16 @@ def test_skewed_allocation_groups_and_logs(tiny_model_dir, tmp_path):
     trainer.train()
 
     assert [counts for _, counts in allocator.history] == [[6, 2], [6, 2]]
-    for (ids, counts), rows in zip(allocator.history, captured):
+    for (ids, counts), rows in zip(allocator.history, captured, strict=True):
         assert sorted(rows) == sorted(np.repeat(ids, counts).tolist())  # every completion attached to its prompt
     logged = {k: v for log in trainer.state.log_history for k, v in log.items()}
     assert logged["allocation/count_max"] == 6 and logged["allocation/count_min"] == 2
     assert logged["allocation/budget_used"] == logged["allocation/budget"] == 8
-    for key in ("allocation/effective_gradient_ratio", "allocation/zero_gradient_ratio_all_wrong", "prompt_status/unseen"):
+    for key in (
+        "allocation/effective_gradient_ratio",
+        "allocation/zero_gradient_ratio_all_wrong",
+        "prompt_status/unseen",
+    ):
         assert key in logged
     assert sorted(trainer._logs["extra"]["group_size"]) == [2, 2] + [6] * 6
     # Statistics were updated for the prompts the trainer saw.

@@ -13,7 +13,14 @@ from trl_adaptive import AdaptiveGRPOTrainer
 PINNED_HOOKS = {
     "_generate_and_score_completions": ["self", "inputs"],
     "_calculate_rewards": ["self", "inputs", "prompts", "completions", "completion_ids_list"],
-    "_generate_single_turn": ["self", "prompt_ids", "images", "multimodal_fields", "num_generations", "has_tool_images"],
+    "_generate_single_turn": [
+        "self",
+        "prompt_ids",
+        "images",
+        "multimodal_fields",
+        "num_generations",
+        "has_tool_images",
+    ],
     "_get_train_sampler": ["self", "dataset"],
     "_save_checkpoint": ["self", "model", "trial"],
     "_load_optimizer_and_scheduler": ["self", "checkpoint"],

@@ -40,7 +40,9 @@ def segment_mean_std(values: torch.Tensor, group_ids: torch.Tensor, num_groups: 
     valid = ~torch.isnan(values)
     filled = torch.where(valid, values, torch.zeros_like(values))
     shape = (num_groups, *values.shape[1:])
-    count = torch.zeros(shape, dtype=values.dtype, device=values.device).index_add_(0, group_ids, valid.to(values.dtype))
+    count = torch.zeros(shape, dtype=values.dtype, device=values.device).index_add_(
+        0, group_ids, valid.to(values.dtype)
+    )
     total = torch.zeros(shape, dtype=values.dtype, device=values.device).index_add_(0, group_ids, filled)
     mean = total / count  # 0/0 -> NaN for empty groups, as torch.nanmean
     deviation = torch.where(valid, (values - mean[group_ids]) ** 2, torch.zeros_like(values))

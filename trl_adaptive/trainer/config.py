@@ -52,7 +52,9 @@ class AdaptiveGRPOConfig(GRPOConfig):
     )
     allocator_kwargs: dict[str, Any] | str | None = field(
         default=None,
-        metadata={"help": 'Extra allocator constructor arguments as a dict or JSON string, e.g. \'{"fallback": false}\'.'},
+        metadata={
+            "help": "Extra allocator constructor arguments as a dict or JSON string, e.g. '{\"fallback\": false}'."
+        },
     )
     min_rollouts: int = field(
         default=2,
@@ -87,7 +89,9 @@ class AdaptiveGRPOConfig(GRPOConfig):
             except json.JSONDecodeError as error:
                 raise ValueError(f"allocator_kwargs is not valid JSON ({error}): {self.allocator_kwargs!r}") from None
         if self.allocator_kwargs is not None and not isinstance(self.allocator_kwargs, dict):
-            raise ValueError(f"allocator_kwargs must be a dict or a JSON object string, got {self.allocator_kwargs!r}.")
+            raise ValueError(
+                f"allocator_kwargs must be a dict or a JSON object string, got {self.allocator_kwargs!r}."
+            )
         if self.allocator not in registered_allocators():
             raise ValueError(
                 f"allocator={self.allocator!r} is not a registered allocator. Choose one of "

@@ -156,7 +156,9 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
             self.multi_objective_aggregation,
         )
         advantages = result.advantages * self._completion_scale(counts, weights, group_ids).to(result.advantages)
-        output["advantages"] = advantages[rank_slice(total, self.accelerator.num_processes, self.accelerator.process_index)]
+        output["advantages"] = advantages[
+            rank_slice(total, self.accelerator.num_processes, self.accelerator.process_index)
+        ]
 
         self.prompt_statistics.update(prompt_ids[group_ids], result.rewards.cpu().numpy().astype(np.float64))
         self._log_allocation(counts, group_ids, result, advantages, success_rates, solve_seconds)
@@ -167,7 +169,9 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
         its entropy controller (grpo_trainer.py L3384)."""
         super()._save_checkpoint(model, trial)
         if self.args.should_save:
-            folder = os.path.join(self._get_output_dir(trial=trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}")
+            folder = os.path.join(
+                self._get_output_dir(trial=trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+            )
             self.save_adaptive_state(folder)
 
     def _load_optimizer_and_scheduler(self, checkpoint):
@@ -189,7 +193,9 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
         rows = gather_object(inputs) if self.accelerator.num_processes > 1 else list(inputs)
         num_generations = self.num_generations
         if len(rows) != self.args.generation_batch_size:
-            raise RuntimeError(f"Expected {self.args.generation_batch_size} rows in the generation batch, got {len(rows)}.")
+            raise RuntimeError(
+                f"Expected {self.args.generation_batch_size} rows in the generation batch, got {len(rows)}."
+            )
         column = self.args.prompt_id_column
         ids = np.array([row[column] for row in rows]).reshape(-1, num_generations)
         if not (ids == ids[:, :1]).all():
@@ -238,10 +244,9 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
         metrics["allocation/zero_gradient_ratio_all_wrong"].append(float(counts[all_wrong].sum() / total))
         metrics["allocation/effective_prompt_ratio"].append(float(has_signal[sampled].mean()))
         metrics["allocation/prompts_skipped"].append(float((~sampled).sum()))
-        for name, value in zip(
-            ("min", "mean", "max", "p50", "p90"),
-            (counts.min(), counts.mean(), counts.max(), np.quantile(counts, 0.5), np.quantile(counts, 0.9)),
-        ):
+        spread = {"min": counts.min(), "mean": counts.mean(), "max": counts.max()}
+        spread |= {"p50": np.quantile(counts, 0.5), "p90": np.quantile(counts, 0.9)}
+        for name, value in spread.items():
             metrics[f"allocation/count_{name}"].append(float(value))
         metrics["allocation/budget_used"].append(float(total))
         metrics["allocation/budget"].append(float(self.args.generation_batch_size))
