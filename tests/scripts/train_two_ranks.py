@@ -1,0 +1,182 @@
+"""Train on the tiny model in every rank of an ``accelerate launch``; each rank writes a JSON report.
+
+Launched by ``tests/test_multiprocess.py``:
+
+    accelerate launch --multi_gpu --num_processes 2 --num_machines 1 --mixed_precision no --dynamo_backend no \
+        --main_process_port PORT tests/scripts/train_two_ranks.py MODEL_DIR REPORT_DIR [skewed|uniform-vs-grpo] [STEPS]
+
+(``--multi_gpu`` with no GPU gives ``DistributedType.MULTI_CPU`` on gloo; ``--cpu`` would start a single process.)
+
+Each rank writes ``REPORT_DIR/rank{process_index}.json`` with, per generation batch, the allocation it dispatched
+(after the broadcast), the prompt id of each row it generated for, the gathered ``(T, K)`` rewards and its local
+advantages; and, after training, a hash of the flattened parameters, the per-prompt statistics and the logged metrics.
+
+- ``skewed``: AdaptiveGRPOTrainer with an allocator that gives one prompt most of the budget. A second, weight-0
+  reward function returns each row's prompt id, so the order of TRL's gathered rewards can be checked.
+- ``uniform-vs-grpo``: GRPOTrainer, then AdaptiveGRPOTrainer(allocator="uniform"), same seed; they must agree.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: trainer_helpers
+
+from datasets import Dataset  # noqa: E402
+from trainer_helpers import reward_has_vowel_e, reward_length, tiny_config_kwargs  # noqa: E402
+from trl import GRPOConfig, GRPOTrainer  # noqa: E402
+
+from trl_adaptive import AdaptiveGRPOConfig, AdaptiveGRPOTrainer  # noqa: E402
+from trl_adaptive.allocation import Allocator  # noqa: E402
+
+NUM_PROMPTS = 8
+PROMPTS = [f"Question {i}: what is {i} + {i}?" for i in range(NUM_PROMPTS)]  # a distinct text per prompt id
+
+
+class SkewedAllocator(Allocator):
+    """The first prompt of every batch gets most of the budget: [10, 2, 2, 2] for 16 completions over 4 prompts."""
+
+    name = "skewed-test"
+
+    def _allocate(self, success_rates, budget, stats):
+        counts = np.full(len(success_rates), self.min_rollouts, dtype=np.int64)
+        counts[0] += budget - counts.sum()
+        return counts
+
+
+def reward_prompt_id(prompts, completions, prompt_id, **kwargs) -> list[float]:
+    """Weight 0: tags each row's reward with its prompt id (and -1 when the prompt text is not that id's text)."""
+    return [float(i) if p == PROMPTS[i] else -1.0 for p, i in zip(prompts, prompt_id, strict=True)]
+
+
+def param_digest(model) -> tuple[str, float]:
+    flat = torch.cat([p.detach().reshape(-1).to(torch.float32).cpu() for p in model.parameters()])
+    return hashlib.sha256(flat.numpy().tobytes()).hexdigest(), float(flat.double().sum())
+
+
+def instrument(trainer) -> list[dict]:
+    """Record, per generation batch: the allocation (adaptive only), rows, gathered rewards and local advantages."""
+    steps: list[dict] = []
+    calculate, generate = trainer._calculate_rewards, trainer._generate_and_score_completions
+
+    if hasattr(trainer, "_allocate"):
+        allocate = trainer._allocate
+
+        def record_allocate(prompt_ids, total):
+            result = allocate(prompt_ids, total)
+            steps[-1]["prompt_ids"] = np.asarray(prompt_ids).tolist()
+            steps[-1]["counts"] = np.asarray(result[0]).tolist()
+            return result
+
+        trainer._allocate = record_allocate
+
+    def record_calculate(inputs, prompts, completions, completion_ids_list):
+        rewards = calculate(inputs, prompts, completions, completion_ids_list)
+        steps[-1]["rows"] = [PROMPTS.index(row["prompt"]) for row in inputs]
+        steps[-1]["gathered_rewards"] = rewards.cpu().tolist()
+        return rewards
+
+    def record_generate(inputs):
+        if trainer.model.training:
+            steps.append({"global_step": trainer.state.global_step})
+        output = generate(inputs)
+        if trainer.model.training:
+            steps[-1]["advantages"] = output["advantages"].cpu().tolist()
+        return output
+
+    trainer._calculate_rewards = record_calculate
+    trainer._generate_and_score_completions = record_generate
+    return steps
+
+
+def train(trainer, with_params: bool = False) -> dict:
+    """Train ``trainer`` with its hooks instrumented; the rank's report for it."""
+    initial_hash, _ = param_digest(trainer.model)
+    steps = instrument(trainer)
+    trainer.train()
+    final_hash, final_sum = param_digest(trainer.model)
+    report = {
+        "steps": steps,
+        "initial_param_hash": initial_hash,
+        "param_hash": final_hash,
+        "param_sum": final_sum,
+        "log_history": trainer.state.log_history,
+    }
+    if with_params:
+        report["params"] = torch.cat([p.detach().reshape(-1).float() for p in trainer.model.parameters()]).tolist()
+    if isinstance(trainer, AdaptiveGRPOTrainer):
+        report["statistics"] = trainer.prompt_statistics.state_dict()
+    return report
+
+
+def main() -> None:
+    model_dir, report_dir = sys.argv[1], Path(sys.argv[2])
+    mode = sys.argv[3] if len(sys.argv) > 3 else "skewed"
+    max_steps = int(sys.argv[4]) if len(sys.argv) > 4 else 3
+    dataset = Dataset.from_dict({"prompt": PROMPTS})
+    kwargs = tiny_config_kwargs(
+        str(report_dir / "output"),
+        per_device_train_batch_size=8,  # generation_batch_size 16 over 2 ranks: L = 8 rows per rank
+        num_generations=4,  # 4 prompts per generation batch
+        max_steps=max_steps,
+    )
+
+    report: dict = {}
+    if mode == "skewed":
+        # Second reward (weight 0) tags every row's gathered reward with its prompt id.
+        args = AdaptiveGRPOConfig(**kwargs, reward_weights=[1.0, 0.0], allocator="uniform")
+        trainer = AdaptiveGRPOTrainer(
+            model=model_dir,
+            reward_funcs=[reward_length, reward_prompt_id],
+            args=args,
+            train_dataset=dataset,
+            allocator=SkewedAllocator(),
+        )
+        report["adaptive"] = train(trainer)
+    elif mode == "uniform-vs-grpo":
+        # GRPOTrainer first, then AdaptiveGRPOTrainer(allocator="uniform") from the same model and seed: each trainer
+        # re-seeds at construction, so both generate the same completions and must train identically.
+        grpo = GRPOTrainer(
+            model=model_dir,
+            reward_funcs=[reward_length, reward_has_vowel_e],
+            args=GRPOConfig(**kwargs),
+            train_dataset=dataset,
+        )
+        report["grpo"] = train(grpo, with_params=True)
+        args = AdaptiveGRPOConfig(**kwargs, allocator="uniform")
+        trainer = AdaptiveGRPOTrainer(
+            model=model_dir, reward_funcs=[reward_length, reward_has_vowel_e], args=args, train_dataset=dataset
+        )
+        report["adaptive"] = train(trainer, with_params=True)
+    else:
+        raise SystemExit(f"unknown mode {mode!r}")
+
+    accelerator = trainer.accelerator
+    report.update(
+        process_index=accelerator.process_index,
+        num_processes=accelerator.num_processes,
+        distributed_type=str(accelerator.distributed_type),
+        generation_batch_size=trainer.args.generation_batch_size,
+        seed=trainer.args.seed,
+    )
+    report_dir.mkdir(parents=True, exist_ok=True)
+    path = report_dir / f"rank{accelerator.process_index}.json"
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(report, default=float))
+    os.replace(tmp, path)
+
+    # Tear the gloo process group down explicitly: leaving it to interpreter exit occasionally aborts a rank with
+    # "terminate called without an active exception" (shared/research/cpu-feasibility.md section 6).
+    accelerator.wait_for_everyone()
+    accelerator.end_training()
+
+
+if __name__ == "__main__":
+    main()
