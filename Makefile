@@ -26,6 +26,7 @@ test-fast: install
 bench: install
 	$(PY) bench/bench_solver.py
 	$(PY) bench/bench_simulator.py
+	$(PY) bench/bench_trainer.py
 
 lint: install
 	$(VENV)/bin/ruff check trl_adaptive tests bench examples
