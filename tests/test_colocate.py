@@ -14,8 +14,7 @@ import numpy as np
 import pytest
 import torch
 from stand_in_llm import StandInSamplingParams, expected_completion, fresh_stand_in_class
-from test_trainer import FixedAllocator, RecordingAllocator
-from trainer_helpers import make_dataset, reward_length, tiny_config_kwargs
+from trainer_helpers import RecordingAllocator, SkewedAllocator, make_dataset, reward_length, tiny_config_kwargs
 
 from trl_adaptive import AdaptiveGRPOConfig, AdaptiveGRPOTrainer
 
@@ -58,7 +57,7 @@ def reward_row_position(completions, **kwargs) -> list[float]:
 
 
 def _build(tiny_model_dir, tmp_path, enable_sleep_mode=False):
-    allocator = RecordingAllocator(FixedAllocator())
+    allocator = RecordingAllocator(SkewedAllocator())
     args = AdaptiveGRPOConfig(
         **tiny_config_kwargs(
             str(tmp_path),

@@ -8,47 +8,17 @@ import math
 import numpy as np
 import pytest
 import torch
-from trainer_helpers import make_dataset, reward_has_vowel_e, reward_length, tiny_config_kwargs
+from trainer_helpers import (
+    RecordingAllocator,
+    SkewedAllocator,
+    make_dataset,
+    reward_has_vowel_e,
+    reward_length,
+    tiny_config_kwargs,
+)
 from trl import GRPOConfig, GRPOTrainer
 
 from trl_adaptive import AdaptiveGRPOConfig, AdaptiveGRPOTrainer
-from trl_adaptive.allocation import Allocator
-
-
-class RecordingAllocator(Allocator):
-    """Wraps an allocator and records every (prompt ids, counts) it is asked for."""
-
-    def __init__(self, inner: Allocator) -> None:
-        self.inner = inner
-        self.name = inner.name
-        self.min_rollouts, self.max_rollouts = inner.min_rollouts, inner.max_rollouts
-        self.allows_zero = inner.allows_zero
-        self.history: list[tuple[list[int], list[int]]] = []
-
-    def allocate(self, success_rates, budget, *, stats=None):
-        counts = self.inner.allocate(success_rates, budget, stats=stats)
-        self.history.append((stats.prompt_ids.tolist(), counts.tolist()))
-        return counts
-
-    def completion_weights(self, counts, stats):
-        return self.inner.completion_weights(counts, stats)
-
-    def state_dict(self):
-        return self.inner.state_dict()
-
-    def load_state_dict(self, state):
-        self.inner.load_state_dict(state)
-
-
-class FixedAllocator(Allocator):
-    """Gives the first prompt of every batch most of the budget: a deliberately skewed allocation."""
-
-    name = "fixed-skew"
-
-    def _allocate(self, success_rates, budget, stats):
-        counts = np.full(len(success_rates), self.min_rollouts, dtype=np.int64)
-        counts[0] += budget - counts.sum()
-        return counts
 
 
 def _params(model) -> dict[str, torch.Tensor]:
@@ -103,7 +73,7 @@ def _initial_params(model_dir) -> dict[str, torch.Tensor]:
 
 def test_skewed_allocation_groups_and_logs(tiny_model_dir, tmp_path):
     """One prompt gets most of the budget: every completion is scored in its own group, metrics are logged."""
-    allocator = RecordingAllocator(FixedAllocator())
+    allocator = RecordingAllocator(SkewedAllocator())
     args = AdaptiveGRPOConfig(
         **tiny_config_kwargs(str(tmp_path), max_steps=2, log_completions=True), allocator="uniform"
     )

@@ -14,23 +14,11 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from trainer_helpers import make_dataset, reward_has_vowel_e, reward_length, tiny_config_kwargs
+from trainer_helpers import SkewedAllocator, make_dataset, reward_has_vowel_e, reward_length, tiny_config_kwargs
 from trl import GRPOConfig
 
 from trl_adaptive import AdaptiveGRPOConfig, AdaptiveGRPOTrainer
-from trl_adaptive.allocation import Allocator
 from trl_adaptive.trainer.advantages import group_advantages
-
-
-class SkewedAllocator(Allocator):
-    """The first prompt of every batch gets everything above min_rollouts for the others: [6, 2] for 8 over 2."""
-
-    name = "skewed-test"
-
-    def _allocate(self, success_rates, budget, stats):
-        counts = np.full(len(success_rates), self.min_rollouts, dtype=np.int64)
-        counts[0] += budget - counts.sum()
-        return counts
 
 
 def _loss_types() -> list[str]:

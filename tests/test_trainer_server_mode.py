@@ -6,8 +6,7 @@ import math
 from pathlib import Path
 
 import pytest
-from test_trainer import FixedAllocator, RecordingAllocator
-from trainer_helpers import make_dataset, reward_length, tiny_config_kwargs
+from trainer_helpers import RecordingAllocator, SkewedAllocator, make_dataset, reward_length, tiny_config_kwargs
 
 from trl_adaptive import AdaptiveGRPOConfig, AdaptiveGRPOTrainer
 from trl_adaptive.serving import StandInVLLMServer, echo_completion, patch_trl_for_stand_in_server
@@ -28,7 +27,7 @@ def _server_config(tmp_path: Path, url: str, **overrides) -> AdaptiveGRPOConfig:
 
 def test_one_request_per_generation_batch_and_every_completion_on_its_own_prompt(tiny_model_dir, tmp_path, seam):
     """Echo mode makes each completion a function of its prompt: any misalignment shows up as a mismatch."""
-    allocator = RecordingAllocator(FixedAllocator())
+    allocator = RecordingAllocator(SkewedAllocator())
     with StandInVLLMServer(tiny_model_dir, mode="echo") as server:
         trainer = AdaptiveGRPOTrainer(
             model=str(tiny_model_dir),
@@ -72,7 +71,7 @@ def test_trains_in_sample_mode_with_weight_sync(tiny_model_dir, tmp_path, seam):
             reward_funcs=reward_length,
             args=_server_config(tmp_path, server.url, temperature=0.7),
             train_dataset=make_dataset(8),
-            allocator=FixedAllocator(),
+            allocator=SkewedAllocator(),
         )
         trainer.train()
         assert len(server.requests_to("/v1/completions")) == 2

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 from datasets import Dataset
+
+from trl_adaptive.allocation import Allocator
 
 PROMPTS = [
     "What is 2 + 3?",
@@ -58,3 +61,39 @@ def tiny_config_kwargs(output_dir: str, **overrides: Any) -> dict[str, Any]:
     )
     kwargs.update(overrides)
     return kwargs
+
+
+class RecordingAllocator(Allocator):
+    """Wraps an allocator and records every (prompt ids, counts) it is asked for."""
+
+    def __init__(self, inner: Allocator) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.min_rollouts, self.max_rollouts = inner.min_rollouts, inner.max_rollouts
+        self.allows_zero = inner.allows_zero
+        self.history: list[tuple[list[int], list[int]]] = []
+
+    def allocate(self, success_rates, budget, *, stats=None):
+        counts = self.inner.allocate(success_rates, budget, stats=stats)
+        self.history.append((stats.prompt_ids.tolist(), counts.tolist()))
+        return counts
+
+    def completion_weights(self, counts, stats):
+        return self.inner.completion_weights(counts, stats)
+
+    def state_dict(self):
+        return self.inner.state_dict()
+
+    def load_state_dict(self, state):
+        self.inner.load_state_dict(state)
+
+
+class SkewedAllocator(Allocator):
+    """Gives the first prompt of every batch most of the budget: a deliberately skewed allocation."""
+
+    name = "skewed-test"
+
+    def _allocate(self, success_rates, budget, stats):
+        counts = np.full(len(success_rates), self.min_rollouts, dtype=np.int64)
+        counts[0] += budget - counts.sum()
+        return counts
