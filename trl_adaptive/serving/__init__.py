@@ -17,9 +17,9 @@ _LAZY = {
     "assert_trl_seam_names_exist": "cpu_seam",
     "patch_trl_for_stand_in_server": "cpu_seam",
     "RequestRecord": "server",
-    "SamplingParams": "server",
+    "SamplingParams": "engine",
     "StandInVLLMServer": "server",
-    "echo_completion": "server",
+    "echo_completion": "engine",
 }
 __all__ = sorted(_LAZY)
 
