@@ -133,8 +133,8 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
         counts, weights, success_rates, solve_seconds = self._allocate(prompt_ids, total)
 
         group_ids = expand_counts(counts, self.args.seed, self.state.global_step)
-        local = group_ids[rank_slice(total, self.accelerator.num_processes, self.accelerator.process_index)]
-        local_rows = [copy.copy(prompt_rows[g]) for g in local]  # the parent mutates rows (extra fields)
+        local = rank_slice(total, self.accelerator.num_processes, self.accelerator.process_index)
+        local_rows = [copy.copy(prompt_rows[g]) for g in group_ids[local]]  # the parent mutates rows (extra fields)
 
         self._rewards_per_func = None
         output = super()._generate_and_score_completions(local_rows)
@@ -156,9 +156,7 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
             self.multi_objective_aggregation,
         )
         advantages = result.advantages * self._completion_scale(counts, weights, group_ids).to(result.advantages)
-        output["advantages"] = advantages[
-            rank_slice(total, self.accelerator.num_processes, self.accelerator.process_index)
-        ]
+        output["advantages"] = advantages[local]
 
         self.prompt_statistics.update(prompt_ids[group_ids], result.rewards.cpu().numpy().astype(np.float64))
         self._log_allocation(counts, group_ids, result, advantages, success_rates, solve_seconds)
