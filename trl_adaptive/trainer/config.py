@@ -31,8 +31,9 @@ class AdaptiveGRPOConfig(GRPOConfig):
         `{"fallback": false}` for knapsack.
     min_rollouts (`int`, *optional*, defaults to `2`):
         Fewest completions a sampled prompt receives (N_low). At least 2: a group of one has no baseline.
-    max_rollouts (`int`, *optional*, defaults to `128`):
-        Most completions one prompt may receive in one generation batch (N_up).
+    max_rollouts (`int` or `None`, *optional*, defaults to `None`):
+        Most completions one prompt may receive in one generation batch (N_up). `None` keeps the allocator's own
+        default: 128 for knapsack and uniform (Knapsack RL), 32 for reinforce_ada_est, 16 for cero.
     success_threshold (`float`, *optional*, defaults to `1.0`):
         A completion counts as a success for the per-prompt statistics when its total (weighted) reward is >= this
         value. Rewards may be any float; NaN rewards are not counted.
@@ -60,9 +61,9 @@ class AdaptiveGRPOConfig(GRPOConfig):
         default=2,
         metadata={"help": "Fewest completions a sampled prompt receives (N_low, >= 2)."},
     )
-    max_rollouts: int = field(
-        default=128,
-        metadata={"help": "Most completions one prompt may receive in one generation batch (N_up)."},
+    max_rollouts: int | None = field(
+        default=None,
+        metadata={"help": "Most completions one prompt may receive per generation batch (N_up); None: allocator's."},
     )
     success_threshold: float = field(
         default=1.0,
@@ -101,11 +102,12 @@ class AdaptiveGRPOConfig(GRPOConfig):
             raise ValueError(
                 f"min_rollouts={self.min_rollouts}: must be >= 2, because a group of one completion has no baseline."
             )
-        if self.max_rollouts < self.min_rollouts:
+        max_rollouts = self.max_rollouts if self.max_rollouts is not None else self.num_generations
+        if max_rollouts < self.min_rollouts:
             raise ValueError(
                 f"max_rollouts={self.max_rollouts} is below min_rollouts={self.min_rollouts}. Raise max_rollouts."
             )
-        if not self.min_rollouts <= self.num_generations <= self.max_rollouts:
+        if not self.min_rollouts <= self.num_generations <= max_rollouts:
             prompts = self.generation_batch_size // self.num_generations
             raise ValueError(
                 f"num_generations={self.num_generations} is the average completions per prompt, so the budget of "

@@ -303,7 +303,8 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
 def _build_allocator(args: AdaptiveGRPOConfig) -> Allocator:
     kwargs = dict(args.allocator_kwargs or {})
     kwargs.setdefault("min_rollouts", args.min_rollouts)
-    kwargs.setdefault("max_rollouts", args.max_rollouts)
+    if args.max_rollouts is not None:
+        kwargs.setdefault("max_rollouts", args.max_rollouts)
     return get_allocator(args.allocator, **kwargs)
 
 
