@@ -68,8 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, _on_signal)
     with server:
         print(_BANNER.format(mode=args.mode, model=args.model, url=server.url), flush=True)
-        while not stop.wait(0.5):
-            pass
+        while not stop.wait(0.5):  # poll, so SIGINT / SIGTERM are handled within half a second
+            continue
     print(f"served {len(server.requests_log)} requests; stopped.", flush=True)
     return 0
 
