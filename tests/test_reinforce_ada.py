@@ -6,7 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trl_adaptive.allocation import PromptBatchStats, ReinforceAdaEstAllocator, get_allocator
-from trl_adaptive.allocation.reinforce_ada import round_within, water_fill
+from trl_adaptive.allocation.base import largest_remainder
+from trl_adaptive.allocation.reinforce_ada import water_fill
 from trl_adaptive.stats import PromptStatistics
 
 
@@ -86,7 +87,7 @@ def test_water_fill_and_rounding_properties(p, low, span, data):
     if uncapped.sum() >= 2:
         ratio = (x[uncapped] - low) / w[uncapped]
         np.testing.assert_allclose(ratio, ratio[0], rtol=1e-6, atol=1e-9)
-    n = round_within(x, total, low, high)
+    n = largest_remainder(x, total, low, high)
     assert n.dtype == np.int64 and n.sum() == total and n.min() >= low and n.max() <= high
     assert np.all(np.abs(n - x) < 1 + 1e-9)
 

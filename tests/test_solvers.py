@@ -46,21 +46,13 @@ def check_counts(counts: np.ndarray, budget: int, lo, hi) -> None:
     assert np.all(counts >= lo) and np.all(counts <= hi)
 
 
+@pytest.mark.parametrize("solve", [solve_dp, solve_greedy], ids=["dp", "greedy"])
 @settings(max_examples=80, deadline=None)
 @given(instance=instances())
-def test_dp_is_exact_on_any_table(instance):
+def test_solver_is_exact_on_any_table(solve, instance):
+    # The greedy sends non-concave rows through the envelope, the certificate and, if needed, the DP: still exact.
     table, budget, lo, hi = instance
-    counts = solve_dp(table, budget, lo, hi)
-    check_counts(counts, budget, lo, hi)
-    assert knapsack_objective(table, counts) == pytest.approx(brute_force(table, budget, lo, hi), abs=1e-9)
-
-
-@settings(max_examples=80, deadline=None)
-@given(instance=instances())
-def test_greedy_is_exact_on_any_table(instance):
-    # Non-concave rows go through the envelope, the certificate and, if needed, the DP: still exact.
-    table, budget, lo, hi = instance
-    counts = solve_greedy(table, budget, lo, hi)
+    counts = solve(table, budget, lo, hi)
     check_counts(counts, budget, lo, hi)
     assert knapsack_objective(table, counts) == pytest.approx(brute_force(table, budget, lo, hi), abs=1e-9)
 

@@ -198,27 +198,35 @@ def get_allocator(name: str, **kwargs: Any) -> Allocator:
     return _REGISTRY[name](**kwargs)
 
 
-def largest_remainder(shares: np.ndarray, total: int) -> np.ndarray:
-    """Round non-negative real ``shares`` (summing to ``total``) to integers summing to ``total``.
+def largest_remainder(shares: np.ndarray, total: int, low: int = 0, high: int | None = None) -> np.ndarray:
+    """Round real ``shares`` (summing to ``total``, within ``[low, high]``) to integers with the same sum and bounds.
 
-    Hamilton's method: floor everything, then give the leftover units to the largest remainders (ties to the lower
-    index, so the result is deterministic).
+    Hamilton's method with the bounds enforced: floor and clip, then give the leftover units one each to the largest
+    fractional parts still below ``high`` (ties to the lower index, so the result is deterministic), or take them from
+    the smallest fractional parts above ``low`` when floating error overshoots.
+
+    Example:
+        >>> largest_remainder(np.array([2.5, 2.5, 3.0]), 8).tolist()
+        [3, 2, 3]
     """
     shares = np.asarray(shares, dtype=np.float64)
-    base = np.floor(shares + 1e-9).astype(np.int64)
-    leftover = int(total - base.sum())
-    if leftover > 0:
-        order = np.argsort(-(shares - base), kind="stable")
-        base[order[:leftover]] += 1
-    elif leftover < 0:
-        order = np.argsort(shares - base, kind="stable")
-        for i in order:
-            if leftover == 0:
-                break
-            if base[i] > 0:
-                base[i] -= 1
-                leftover += 1
-    return base
+    upper = np.iinfo(np.int64).max if high is None else high
+    counts = np.clip(np.floor(shares + 1e-9), low, upper).astype(np.int64)
+    frac = shares - counts
+    leftover = int(total - counts.sum())
+    while leftover > 0:
+        order = np.argsort(-frac, kind="stable")
+        order = order[counts[order] < upper][:leftover]
+        counts[order] += 1
+        frac[order] -= 1.0
+        leftover -= len(order)
+    while leftover < 0:
+        order = np.argsort(frac, kind="stable")
+        order = order[counts[order] > low][:-leftover]
+        counts[order] -= 1
+        frac[order] += 1.0
+        leftover += len(order)
+    return counts
 
 
 def prompts_per_status(success_rates: np.ndarray) -> dict[str, int]:

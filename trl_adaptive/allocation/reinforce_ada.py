@@ -15,7 +15,7 @@ from typing import ClassVar, Literal
 
 import numpy as np
 
-from .base import Allocator, PromptBatchStats, register_allocator
+from .base import Allocator, PromptBatchStats, largest_remainder, register_allocator
 
 
 def water_fill(weights: np.ndarray, total: int, low: int, high: int) -> np.ndarray:
@@ -44,32 +44,6 @@ def water_fill(weights: np.ndarray, total: int, low: int, high: int) -> np.ndarr
         free &= ~over
         remaining = float(total - len(w) * low) - extra[~free].sum()
     return low + extra
-
-
-def round_within(shares: np.ndarray, total: int, low: int, high: int) -> np.ndarray:
-    """Round real ``shares`` in [low, high] summing to ``total`` to integers in [low, high] summing to ``total``.
-
-    Largest remainder (Hamilton) with the bounds enforced: floor, clip, then hand the leftover units one each to the
-    prompts with the largest fractional parts that are still below ``high`` (ties to the lower index), or take them
-    from the smallest fractional parts above ``low`` when floating error overshoots. Deterministic.
-    """
-    shares = np.asarray(shares, dtype=np.float64)
-    counts = np.clip(np.floor(shares + 1e-9), low, high).astype(np.int64)
-    frac = shares - counts
-    leftover = int(total - counts.sum())
-    while leftover > 0:
-        order = np.argsort(-frac, kind="stable")
-        order = order[counts[order] < high][:leftover]
-        counts[order] += 1
-        frac[order] -= 1.0
-        leftover -= len(order)
-    while leftover < 0:
-        order = np.argsort(frac, kind="stable")
-        order = order[counts[order] > low][:-leftover]
-        counts[order] -= 1
-        frac[order] += 1.0
-        leftover += len(order)
-    return counts
 
 
 @register_allocator
@@ -152,7 +126,7 @@ class ReinforceAdaEstAllocator(Allocator):
 
     def _allocate(self, success_rates: np.ndarray, budget: int, stats: PromptBatchStats) -> np.ndarray:
         shares = water_fill(self.prompt_weights(stats), budget, self.min_rollouts, self.max_rollouts)
-        return round_within(shares, budget, self.min_rollouts, self.max_rollouts)
+        return largest_remainder(shares, budget, self.min_rollouts, self.max_rollouts)
 
     def completion_weights(self, counts: np.ndarray, stats: PromptBatchStats) -> np.ndarray | None:
         """Hybrid's residual weight v_i = w_i / (sum_j N_j w_j / sum_j N_j), w_i = p~_i^(-1/2); None for inverse.
@@ -176,4 +150,4 @@ class ReinforceAdaEstAllocator(Allocator):
         return w * total / float(np.dot(counts, w))
 
 
-__all__ = ["ReinforceAdaEstAllocator", "round_within", "water_fill"]
+__all__ = ["ReinforceAdaEstAllocator", "water_fill"]

@@ -158,8 +158,9 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
         advantages = result.advantages * self._completion_scale(counts, weights, group_ids).to(result.advantages)
         output["advantages"] = advantages[local]
 
-        self.prompt_statistics.update(prompt_ids[group_ids], result.rewards.cpu().numpy().astype(np.float64))
-        self._log_allocation(counts, group_ids, result, advantages, success_rates, solve_seconds)
+        rewards = result.rewards.cpu().numpy().astype(np.float64)
+        self.prompt_statistics.update(prompt_ids[group_ids], rewards)
+        self._log_allocation(counts, group_ids, rewards, result.group_std, advantages, success_rates, solve_seconds)
         return output
 
     def _save_checkpoint(self, model, trial):
@@ -226,13 +227,13 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
             scale[sampled] *= counts.sum() / sampled.sum() / counts[sampled]
         return torch.as_tensor(scale[group_ids], dtype=torch.float32)
 
-    def _log_allocation(self, counts, group_ids, result, advantages, success_rates, solve_seconds) -> None:
+    def _log_allocation(self, counts, group_ids, rewards, group_std, advantages, success_rates, solve_seconds) -> None:
         """Allocation metrics (DESIGN section 3) into TRL's metric stream, and fixes to what TRL logged per group."""
         metrics = self._metrics["train"]
         sampled = counts > 0
-        group_std = result.group_std.cpu().numpy()
+        group_std = group_std.cpu().numpy()
         has_signal = np.nan_to_num(group_std) > 1e-6  # TRL: torch.isclose(std, 0)
-        success = result.rewards.cpu().numpy() >= self.prompt_statistics.success_threshold
+        success = rewards >= self.prompt_statistics.success_threshold
         successes = np.bincount(group_ids, weights=success.astype(np.float64), minlength=len(counts))
         all_correct = sampled & ~has_signal & (successes == counts)
         all_wrong = sampled & ~has_signal & (successes == 0)
