@@ -127,3 +127,53 @@ def test_single_prompt_and_edge_budgets(name):
         allocator.allocate([0.5], allocator.max_rollouts + 1)
     with pytest.raises(ValueError):
         allocator.allocate([0.5, 1.5], 8)
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("name", ALLOCATORS)
+def test_out_of_reach_budgets_raise_rather_than_hang(name):
+    allocator = get_allocator(name)
+    for num_prompts in (1, 3, 16):
+        rates = [0.0, 0.5, 1.0, float("nan")] * 4
+        rates = rates[:num_prompts]
+        too_many = num_prompts * allocator.max_rollouts + 1
+        with pytest.raises(ValueError, match=str(too_many)):
+            allocator.allocate(rates, too_many)
+        if not allocator.allows_zero:
+            too_few = num_prompts * allocator.min_rollouts - 1
+            with pytest.raises(ValueError, match=f"budget={too_few}"):
+                allocator.allocate(rates, too_few)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    shares=st.lists(st.floats(0.0, 60.0), min_size=1, max_size=40),
+    low=st.integers(0, 4),
+    span=st.one_of(st.none(), st.integers(0, 40)),
+    data=st.data(),
+)
+def test_largest_remainder_keeps_the_sum_and_the_bounds(shares, low, span, data):
+    """The rounding every allocator shares: exact sum, bounds kept, floor or ceiling of each share when consistent."""
+    from trl_adaptive.allocation import largest_remainder
+
+    x = np.asarray(shares)
+    num = len(x)
+    high = None if span is None else low + span
+    total = data.draw(st.integers(num * low, num * (low + 60 if high is None else high)), label="total")
+    n = largest_remainder(x, total, low, high)
+    assert n.dtype == np.int64 and n.shape == x.shape and int(n.sum()) == total
+    assert np.all(n >= low) and (high is None or np.all(n <= high))
+    # Shares that already sum to the total within the bounds: every count is the floor or the ceiling of its share.
+    if high is not None and x.sum() > 0:
+        fitted = np.clip(x * total / x.sum(), low, high)
+        if abs(fitted.sum() - total) < 1e-9 * max(1, total):
+            assert np.all(np.abs(largest_remainder(fitted, total, low, high) - fitted) < 1 + 1e-9)
+
+
+@pytest.mark.timeout(10)
+def test_largest_remainder_out_of_reach_raises():
+    from trl_adaptive.allocation import largest_remainder
+
+    for shares, total, low, high in (([1.0, 1.0], 5, 0, 2), ([3.0, 3.0], 3, 2, 8), ([], 1, 0, None)):
+        with pytest.raises(ValueError, match=f"total={total} .*M={len(shares)}"):
+            largest_remainder(np.asarray(shares, dtype=np.float64), total, low, high)

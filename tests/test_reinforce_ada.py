@@ -34,24 +34,52 @@ def test_registered_with_documented_defaults():
 
 
 def test_inverse_is_proportional_to_one_over_p():
-    # p~ = 1/2, 1/4, 1/8: w = 2, 4, 8 (sum 14). B = 4 * 2 + 3 * 14 = 50, so N = 2 + 3 w = 8, 14, 26 exactly.
+    # p~ = 1/2, 1/4, 1/8: w = 2, 4, 8 (sum 14). B = 42 -> lambda = 3 and N = 3 w = 6, 12, 24 exactly.
     est = ReinforceAdaEstAllocator(weighting="inverse")
     stats = _stats([0.5, 0.25, 0.125])
-    counts = est.allocate(stats.success_rate, 3 * 2 + 42, stats=stats)
-    assert counts.tolist() == [8, 14, 26]
+    counts = est.allocate(stats.success_rate, 42, stats=stats)
+    assert counts.tolist() == [6, 12, 24]
     assert est.completion_weights(counts, stats) is None
 
 
 def test_hybrid_is_proportional_to_one_over_sqrt_p():
-    # p~ = 1/4, 1/16, 1/64: w = 2, 4, 8. B = 3 * 2 + 42 -> N = 2 + 3 w = 8, 14, 26.
+    # p~ = 1/4, 1/16, 1/64: w = 2, 4, 8. B = 42 -> N = 3 w = 6, 12, 24.
     est = ReinforceAdaEstAllocator(weighting="hybrid")
     stats = _stats([1 / 4, 1 / 16, 1 / 64])
+    counts = est.allocate(stats.success_rate, 42, stats=stats)
+    assert counts.tolist() == [6, 12, 24]
+
+
+def test_shares_are_proportional_not_a_uniform_floor_plus_proportional_extra():
+    # The issue's case: the old rule N = N_low + lambda * w gave 8, 14, 26 here, so count x weight was 16 : 56 : 208
+    # (1 : 3.5 : 13) instead of the log objective's 1 : 4 : 16.
+    est = ReinforceAdaEstAllocator()
+    stats = _stats([1 / 4, 1 / 16, 1 / 64])  # w = 2, 4, 8
+    x = water_fill(est.prompt_weights(stats), 48, est.min_rollouts, est.max_rollouts)
+    np.testing.assert_allclose(x, np.array([2, 4, 8]) * 48 / 14)
+    v = est.completion_weights(x, stats)
+    np.testing.assert_allclose(x * v / (x[0] * v[0]), [1, 4, 16])  # exact on the real shares
     counts = est.allocate(stats.success_rate, 48, stats=stats)
-    assert counts.tolist() == [8, 14, 26]
+    assert counts.tolist() == [7, 14, 27]  # 6.86, 13.71, 27.43 rounded
+
+
+def test_low_bound_raises_easy_prompts_and_the_rest_stay_proportional():
+    # w = 1, 4, 5, B = 20, N_low = 3: lambda * 1 < 3, so the easy prompt is raised to 3 and 17 = lambda * 9.
+    x = water_fill(np.array([1.0, 4.0, 5.0]), 20, 3, 10)
+    np.testing.assert_allclose(x, [3, 4 * 17 / 9, 5 * 17 / 9])
+    # Both bounds at once: w = 1, 2, 3, 100 with [2, 10] and B = 21: 10 for the hard one, 2 for w = 1, and
+    # lambda * (2 + 3) = 9 for the two in between.
+    x = water_fill(np.array([1.0, 2.0, 3.0, 100.0]), 21, 2, 10)
+    np.testing.assert_allclose(x, [2, 2 * 9 / 5, 3 * 9 / 5, 10])
+    # Edges of the feasible range and equal bounds.
+    np.testing.assert_array_equal(water_fill(np.array([1.0, 9.0]), 4, 2, 10), [2, 2])
+    np.testing.assert_array_equal(water_fill(np.array([1.0, 9.0]), 20, 2, 10), [10, 10])
+    np.testing.assert_array_equal(water_fill(np.array([1.0, 9.0]), 8, 4, 4), [4, 4])
+    assert water_fill(np.array([]), 0, 2, 10).shape == (0,)
 
 
 def test_cap_with_water_filling():
-    # w = 1, 1, 1, 97 (a never-solved prompt). Uncapped, the hard prompt would take 2 + 72 * 97 / 100 = 71.8.
+    # w = 1, 1, 1, 97 (a never-solved prompt). Uncapped, the hard prompt would take 80 * 97 / 100 = 77.6.
     est = ReinforceAdaEstAllocator(weighting="inverse", max_rollouts=32)
     stats = _stats([1.0, 1.0, 1.0, 1 / 97])
     counts = est.allocate(stats.success_rate, 80, stats=stats)
@@ -63,11 +91,29 @@ def test_cap_binding_on_several_prompts_redistributes_in_proportion():
     est = ReinforceAdaEstAllocator(weighting="inverse", max_rollouts=10)
     stats = _stats([1 / 100, 1 / 90, 1 / 2, 1 / 1])  # w = 100, 90, 2, 1
     counts = est.allocate(stats.success_rate, 32, stats=stats)
-    # Two capped at 10; the remaining 12 = 2 + 2 + 8 extra split 2 : 1 -> 2 + 16/3, 2 + 8/3 -> 7.33, 4.67.
-    assert counts.tolist() == [10, 10, 7, 5]
+    # Two capped at 10; the remaining 12 = lambda * (2 + 1) -> lambda = 4 -> 8, 4.
+    assert counts.tolist() == [10, 10, 8, 4]
 
 
-@settings(max_examples=60, deadline=None)
+def _check_water_fill(w: np.ndarray, x: np.ndarray, total: float, low: float, high: float) -> np.ndarray:
+    """Assert x = clip(lambda * w, low, high) for one lambda, with sum total; return the unclamped mask."""
+    assert x.shape == w.shape and x.sum() == pytest.approx(total, rel=1e-12, abs=1e-9)
+    assert np.all(x >= low) and np.all(x <= high)
+    at_low, at_high = x == low, x == high  # clamped shares are set to the bound exactly
+    inside = ~(at_low | at_high)
+    # Every prompt strictly inside the bounds has the same x_i / w_i = lambda ...
+    ratio = x[inside] / w[inside]
+    if inside.any():
+        np.testing.assert_allclose(ratio, ratio[0], rtol=1e-9)
+    # ... and the clamped ones are clamped for that lambda: lambda * w_i <= low where raised, >= high where cut.
+    only_low, only_high = at_low & ~at_high, at_high & ~at_low
+    lam_min = max([*(high / w[only_high]), *ratio], default=0.0)
+    lam_max = min([*(low / w[only_low]), *ratio], default=np.inf)
+    assert lam_min <= lam_max * (1 + 1e-9)
+    return inside
+
+
+@settings(max_examples=200, deadline=None)
 @given(
     st.lists(st.floats(1e-3, 1.0), min_size=1, max_size=30),
     st.integers(2, 4),
@@ -79,17 +125,64 @@ def test_water_fill_and_rounding_properties(p, low, span, data):
     w = 1 / np.asarray(p)
     total = data.draw(st.integers(len(w) * low, len(w) * high))
     x = water_fill(w, total, low, high)
-    assert x.sum() == pytest.approx(total) and np.all(x >= low - 1e-9) and np.all(x <= high + 1e-9)
-    # More weight never gets less; uncapped prompts share the extra in proportion to their weights.
+    _check_water_fill(w, x, total, low, high)
+    # More weight never gets less.
     order = np.argsort(w, kind="stable")
     assert np.all(np.diff(x[order]) >= -1e-9)
-    uncapped = x < high - 1e-9
-    if uncapped.sum() >= 2:
-        ratio = (x[uncapped] - low) / w[uncapped]
-        np.testing.assert_allclose(ratio, ratio[0], rtol=1e-6, atol=1e-9)
     n = largest_remainder(x, total, low, high)
     assert n.dtype == np.int64 and n.sum() == total and n.min() >= low and n.max() <= high
     assert np.all(np.abs(n - x) < 1 + 1e-9)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.floats(1e-6, 1e6), min_size=1, max_size=60),
+    st.floats(0.0, 50.0),
+    st.floats(0.0, 200.0),
+    st.floats(0.0, 1.0),
+)
+def test_water_fill_is_exact_for_any_weights_and_real_bounds(w, low, span, where):
+    w = np.asarray(w)
+    high = low + span
+    total = len(w) * (low + where * span)  # anywhere in [M * low, M * high]
+    _check_water_fill(w, water_fill(w, total, low, high), total, low, high)
+
+
+def test_water_fill_scales_to_large_batches():
+    rng = np.random.default_rng(0)
+    w = 1 / rng.uniform(1e-3, 1.0, 200_000)
+    x = water_fill(w, 200_000 * 8, 2, 32)
+    _check_water_fill(w, x, 200_000 * 8, 2, 32)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.floats(1 / 97, 1.0), min_size=1, max_size=40),
+    st.integers(2, 4),
+    st.integers(4, 40),
+    st.data(),
+)
+def test_hybrid_count_times_weight_is_proportional_to_one_over_p(p, low, span, data):
+    """The log objective's weight: N_i v_i proportional to 1 / p~_i for every prompt strictly inside the bounds."""
+    p = np.asarray(p)
+    est = ReinforceAdaEstAllocator(min_rollouts=low, max_rollouts=low + span)
+    stats = _stats(p.tolist())
+    budget = data.draw(st.integers(len(p) * low, len(p) * (low + span)))
+    w = est.prompt_weights(stats)
+    x = water_fill(w, budget, low, low + span)
+    inside = _check_water_fill(w, x, budget, low, low + span)
+    if not inside.any():
+        return
+    # Real shares: x_i v_i p~_i is one constant over the unclamped prompts.
+    v = est.completion_weights(x, stats)
+    target = x * v * p
+    np.testing.assert_allclose(target[inside], target[inside][0], rtol=1e-9)
+    # Integer counts (each the floor or ceiling of x_i): N_i v_i p~_i / (x_i v_i p~_i) = N_i / x_i, off by < 1 / x_i.
+    counts = est.allocate(p, budget, stats=stats)
+    v = est.completion_weights(counts, stats)
+    ref = (x * v * p)[inside][0]  # the same constant with the integer counts' weight normalisation
+    rel = counts * v * p / ref - 1
+    assert np.all(np.abs(rel[inside]) <= 1 / x[inside] + 1e-9)
 
 
 def test_unseen_prompts_get_an_average_share_not_a_hard_one():
@@ -101,30 +194,77 @@ def test_unseen_prompts_get_an_average_share_not_a_hard_one():
     batch = store.batch([0, 1, 2, 3])  # p~ = 5/25 and 1/25, then two unseen prompts
     np.testing.assert_allclose(batch.smoothed_rate, [0.2, 0.04, 1 / 17, 1 / 17])
     counts = est.allocate(batch.success_rate, 32, stats=batch)
-    # w = 5, 25 and the batch mean 15 for the unseen: 2 + 24 * (5, 25, 15, 15) / 60.
-    assert counts.tolist() == [4, 12, 8, 8]
+    # w = 5, 25 and the batch mean 15 for the unseen: 32 * (5, 25, 15, 15) / 60 = 2.67, 13.33, 8, 8.
+    assert counts.tolist() == [3, 13, 8, 8]
     # Two half-solved prompts (p~ = 5/25, w = 5) next to two new ones: the unseen get the same share as them,
-    # while the official prior (p~ = 1/17, w = 17) treats the new prompts as hard: 2 + 24 * 17 / 44 = 11.3.
+    # while the official prior (p~ = 1/17, w = 17) treats the new prompts as hard: 32 * 17 / 44 = 12.4.
     store2 = PromptStatistics()
     store2.update([0] * 8 + [1] * 8, [1.0, 0.0] * 8)
     batch = store2.batch([0, 1, 2, 3])
     assert est.allocate(batch.success_rate, 32, stats=batch).tolist() == [8, 8, 8, 8]
     official = ReinforceAdaEstAllocator(weighting="inverse", unseen_weight="prior")
-    assert official.allocate(batch.success_rate, 32, stats=batch).tolist() == [5, 5, 11, 11]
+    assert official.allocate(batch.success_rate, 32, stats=batch).tolist() == [4, 4, 12, 12]
 
 
 def test_completion_weights_hybrid():
     est = ReinforceAdaEstAllocator()
     stats = _stats([1 / 4, 1 / 16, 1 / 64])
-    counts = est.allocate(stats.success_rate, 48, stats=stats)
+    counts = est.allocate(stats.success_rate, 42, stats=stats)
     v = est.completion_weights(counts, stats)
     assert v.shape == (3,)
     assert np.dot(counts, v) / counts.sum() == pytest.approx(1.0)  # mean over completions is 1
     np.testing.assert_allclose(v / v[0], [1, 2, 4])  # proportional to 1 / sqrt(p~)
-    # Allocation x weight is proportional to 1 / p~ where the cap does not bind (log objective's weight).
-    np.testing.assert_allclose((counts - 2) * v / ((counts[0] - 2) * v[0]), [1, 4, 16])
+    # Allocation x weight is proportional to 1 / p~ where the bounds do not bind (log objective's weight).
+    np.testing.assert_allclose(counts * v / (counts[0] * v[0]), [1, 4, 16])
     with pytest.raises(ValueError, match="shape"):
         est.completion_weights(np.array([1, 2]), stats)
+
+
+@pytest.mark.timeout(10)
+def test_largest_remainder_raises_instead_of_looping_when_total_is_out_of_reach():
+    # Both used to loop forever: no count can move once every one sits at its bound.
+    with pytest.raises(ValueError, match=r"total=10 .*M=2 .*low=0 and high=2.*\[0, 4\]"):
+        largest_remainder(np.array([1.0, 1.0]), 10, 0, 2)
+    with pytest.raises(ValueError, match=r"total=3 .*M=2 .*low=2 .*\[4, 20\]"):
+        largest_remainder(np.array([5.0, 5.0]), 3, 2, 10)
+    with pytest.raises(ValueError, match="total=3"):
+        largest_remainder(np.array([]), 3)
+    assert largest_remainder(np.array([]), 0).tolist() == []
+
+
+def test_largest_remainder_rejects_bad_shares_and_totals():
+    for bad in (np.nan, np.inf, -np.inf, -0.5):
+        with pytest.raises(ValueError, match="finite and >= 0"):
+            largest_remainder(np.array([1.0, bad]), 2)
+    with pytest.raises(ValueError, match="whole number"):
+        largest_remainder(np.array([1.25, 1.25]), 2.5)
+    with pytest.raises(ValueError, match="low=5 > high=3"):
+        largest_remainder(np.array([4.0, 4.0]), 8, 5, 3)
+    with pytest.raises(ValueError, match="1-D"):
+        largest_remainder(np.ones((2, 2)), 4)
+    assert largest_remainder(np.array([2.0, 2.0]), 4.0).tolist() == [2, 2]  # a whole float total is fine
+
+
+@pytest.mark.timeout(10)
+def test_water_fill_raises_when_the_total_is_out_of_reach():
+    with pytest.raises(ValueError, match=r"total=25 .*M=2 .*low=2 and high=10.*\[4, 20\]"):
+        water_fill(np.array([1.0, 2.0]), 25, 2, 10)
+    with pytest.raises(ValueError, match=r"total=3 .*M=2"):
+        water_fill(np.array([1.0, 2.0]), 3, 2, 10)
+    with pytest.raises(ValueError, match="total=1"):
+        water_fill(np.array([]), 1, 2, 10)
+
+
+def test_water_fill_rejects_bad_weights_and_bounds():
+    for bad in (np.nan, np.inf, -1.0, 0.0):
+        with pytest.raises(ValueError, match="finite and > 0"):
+            water_fill(np.array([1.0, bad]), 8, 2, 10)
+    with pytest.raises(ValueError, match="0 <= low <= high"):
+        water_fill(np.array([1.0, 1.0]), 8, 5, 3)
+    with pytest.raises(ValueError, match="0 <= low <= high"):
+        water_fill(np.array([1.0, 1.0]), 8, -1, 10)
+    with pytest.raises(ValueError, match="1-D"):
+        water_fill(np.ones((2, 2)), 8, 2, 10)
 
 
 def test_invalid_arguments():

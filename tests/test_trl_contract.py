@@ -24,6 +24,30 @@ PINNED_HOOKS = {
     "_get_train_sampler": ["self", "dataset"],
     "_save_checkpoint": ["self", "model", "trial"],
     "_load_optimizer_and_scheduler": ["self", "checkpoint"],
+    # transformers.Trainer hooks (reached through GRPOTrainer): epoch closing, sampler reseeding, crash-safe resume.
+    "_set_signature_columns_if_needed": ["self"],
+    "_run_epoch": [
+        "self",
+        "model",
+        "epoch",
+        "train_dataloader",
+        "steps_in_epoch",
+        "num_update_steps_per_epoch",
+        "trial",
+        "ignore_keys_for_eval",
+        "start_time",
+        "resume_from_checkpoint",
+        "epochs_trained",
+        "steps_trained_in_current_epoch",
+    ],
+    "_init_training_state": [
+        "self",
+        "max_steps",
+        "num_update_steps_per_epoch",
+        "num_train_epochs",
+        "resume_from_checkpoint",
+        "trial",
+    ],
 }
 
 
@@ -47,3 +71,26 @@ def test_grpo_internals_we_read_still_exist():
     assert "rewards.view(-1, num_generations)" in source
     assert 'self._metrics[mode]["frac_reward_zero_std"]' in source
     assert "mini_repeat_count=self.num_generations" in source
+
+
+def test_transformers_save_order_we_rely_on():
+    """Crash safety (trainer/checkpoint.py) assumes: trainer_state.json is written after the model and optimizer,
+    and the push and the rotation of old checkpoints come after it; and that epochs_trained comes back from
+    _init_training_state as global_step // num_update_steps_per_epoch."""
+    import transformers.trainer as hf
+
+    save = inspect.getsource(hf.Trainer._save_checkpoint)
+    order = [
+        "self.save_model(",
+        "self._save_optimizer_and_scheduler(",
+        "save_to_json(",
+        "_push_from_checkpoint(",
+        "rotate_checkpoints(",
+    ]
+    positions = [save.index(marker) for marker in order]
+    assert positions == sorted(positions), dict(zip(order, positions, strict=True))
+    init = inspect.getsource(hf.Trainer._init_training_state)
+    assert "epochs_trained = int(self.state.global_step // num_update_steps_per_epoch)" in init
+    loop = inspect.getsource(hf.Trainer._inner_training_loop)
+    assert loop.index("_init_training_state(") < loop.index("_prepare_for_training(")  # state known before loading
+    assert "self._load_optimizer_and_scheduler(" in inspect.getsource(hf.Trainer._prepare_for_training)

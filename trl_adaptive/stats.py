@@ -5,6 +5,12 @@ decayed pass rate p~_i, and CERO's Beta(a_i, b_i) posterior. It is plain NumPy (
 plain JSON file atomically, so it survives checkpoint and resume (the Reinforce-Ada ``hanze`` branch loses its
 statistics on resume; KnapsackRL collides prompts without an index; see ``shared/research/peer-implementations.md``).
 
+Besides the counts, each prompt may carry a *prior* (pseudo-completions from a dataset's pass-rate column,
+:meth:`PromptStatistics.set_prior`) and a *fingerprint* of its text (:func:`prompt_fingerprint`,
+:meth:`PromptStatistics.set_fingerprints`), so statistics resumed or imported from another run are never applied to
+other prompts that reuse the same ids. :meth:`PromptStatistics.to_dataset` / :meth:`PromptStatistics.from_dataset`
+export and import the whole store as a ``datasets.Dataset`` (a warm start for the next run).
+
 Storage: a dict ``prompt id -> row`` plus one preallocated ``float64`` array per column that doubles in capacity when
 full, so :meth:`PromptStatistics.batch` is a dict lookup per id and a vectorised gather (1024 ids among 17k prompts
 take about a tenth of a millisecond).
@@ -20,24 +26,31 @@ Example:
     [0.5, 0.0, nan]
     >>> round(float(stats.batch([7]).smoothed_rate[0]), 4)  # (1 + 2) / (17 + 4)
     0.1429
+    >>> stats.set_prior([11], [0.25], weight=8)  # a pass rate from the dataset, worth 8 completions
+    >>> stats.success_rates([11]).tolist()
+    [0.25]
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
-import tempfile
-from collections.abc import Sequence
-from pathlib import Path
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ._io import read_json, write_json_atomic
 from .allocation.base import PromptBatchStats
 
+if TYPE_CHECKING:  # imported lazily at run time: stats.py must import without it
+    import datasets
+
 FORMAT_NAME = "trl_adaptive.PromptStatistics"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+_READABLE_VERSIONS = (1, 2)  # version 1: no priors, no fingerprints
 
 # Per-prompt columns, one float64 array each. Integer-valued counts are stored as float64 too (exact up to 2**53).
 _COUNT_COLUMNS = (
@@ -49,11 +62,62 @@ _COUNT_COLUMNS = (
     "total_attempts",
 )
 _DECAYED_COLUMNS = (
-    "decayed_successes",  # Reinforce-Ada Est's n_pos, decayed by `decay` per visit
+    "decayed_successes",  # Reinforce-Ada Est's n_pos, decayed by `decay` per visit (real evidence only)
     "decayed_attempts",  # Reinforce-Ada Est's n_tot
 )
-_COLUMNS = _COUNT_COLUMNS + _DECAYED_COLUMNS
+_PRIOR_COLUMNS = (
+    "prior_successes",  # w * p of the prior set by set_prior, 0 without one
+    "prior_attempts",  # w
+    "prior_visits",  # v, visits since the prior was set; Est weighs the prior by decay ** v
+)
+_V1_COLUMNS = _COUNT_COLUMNS + _DECAYED_COLUMNS
+_COLUMNS = _V1_COLUMNS + _PRIOR_COLUMNS
+_INT_COLUMNS = (*_COUNT_COLUMNS, "prior_visits")  # written as integers by state_dict / to_dataset
 _CONFIG_FIELDS = ("success_threshold", "decay", "prior_alpha", "prior_beta")
+
+# to_dataset / from_dataset
+_ID_COLUMN = "prompt_id"
+_FINGERPRINT_COLUMN = "prompt_fingerprint"
+_RATE_COLUMN = "success_rate"
+
+
+def prompt_fingerprint(prompt: str | Sequence[Mapping[str, Any]]) -> str:
+    """A 16-hex-character fingerprint of a prompt's text: the start of SHA-256 over its canonical JSON.
+
+    The canonical JSON is ``json.dumps(prompt, sort_keys=True, ensure_ascii=False, separators=(",", ":"))`` encoded
+    as UTF-8, so the fingerprint is the same in every process, machine and Python version (no ``hash()``), and does
+    not depend on the key order of the message dicts. Everything else counts: whitespace, Unicode normalisation, the
+    system message, extra keys of a message (also ones set to ``None``), and a plain string differs from the same
+    text wrapped in a message list.
+
+    Args:
+        prompt: a plain-text prompt, or a conversational prompt: a list of ``{"role": ..., "content": ...}`` dicts
+            (TRL's two prompt formats).
+
+    Returns:
+        16 lowercase hex characters (64 bits: a collision among 10**6 prompts has probability about 3e-8).
+
+    Example:
+        >>> prompt_fingerprint("What is 2 + 2?")
+        'fb3eb78712d637f5'
+        >>> a = [{"role": "user", "content": "What is 2 + 2?"}]
+        >>> prompt_fingerprint(a) == prompt_fingerprint([{"content": "What is 2 + 2?", "role": "user"}])
+        True
+    """
+    if isinstance(prompt, str):
+        canonical: Any = str(prompt)
+    elif isinstance(prompt, (list, tuple)) and all(isinstance(message, Mapping) for message in prompt):
+        canonical = [dict(message) for message in prompt]
+    else:
+        raise TypeError(
+            f"prompt must be a string or a list of {{'role': ..., 'content': ...}} dicts (TRL's prompt formats), got "
+            f"{type(prompt).__name__}."
+        )
+    try:
+        text = json.dumps(canonical, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    except (TypeError, ValueError) as error:
+        raise TypeError(f"prompt cannot be written as JSON, so it has no fingerprint: {error}") from None
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 def _as_ids(prompt_ids: np.ndarray | Sequence[int], name: str = "prompt_ids") -> np.ndarray:
@@ -70,6 +134,52 @@ def _as_ids(prompt_ids: np.ndarray | Sequence[int], name: str = "prompt_ids") ->
     return ids.astype(np.int64, copy=False)
 
 
+def _as_rates(values: np.ndarray | Sequence[float], length: int) -> np.ndarray:
+    try:
+        rates = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError("success_rates must hold numbers in [0, 1] (NaN or None where unknown).") from None
+    if rates.shape != (length,):
+        raise ValueError(
+            f"success_rates must be a 1-D array with one rate per prompt id ({length}), got shape {rates.shape}."
+        )
+    return rates
+
+
+def _as_fingerprints(fingerprints: Sequence[str], length: int) -> list[str]:
+    values = list(fingerprints)
+    if len(values) != length:
+        raise ValueError(f"fingerprints holds {len(values)} entries but prompt_ids holds {length}; give one each.")
+    for value in values:
+        if not isinstance(value, str) or not value:
+            raise ValueError(
+                f"fingerprints must be non-empty strings, got {value!r}; compute them with prompt_fingerprint(prompt)."
+            )
+    return [str(value) for value in values]
+
+
+def _check_duplicates_agree(ids: np.ndarray, values: Sequence[Any], what: str) -> None:
+    """An id may repeat only with the same value (NaN equal to NaN)."""
+    if len(np.unique(ids)) == len(ids):
+        return
+    first: dict[int, Any] = {}
+    for i, value in zip(ids.tolist(), values, strict=True):
+        previous = first.setdefault(i, value)
+        if previous != value and not (previous != previous and value != value):
+            raise ValueError(
+                f"prompt id {i} is given two different {what} ({previous!r} and {value!r}); give each prompt id once."
+            )
+
+
+def _require(state: Mapping[str, Any], key: str) -> Any:
+    if key not in state:
+        raise ValueError(
+            f"PromptStatistics state lacks the key {key!r}: it is truncated or was not written by "
+            "PromptStatistics.state_dict(). Use an intact file (e.g. an earlier checkpoint) or start fresh statistics."
+        )
+    return state[key]
+
+
 class PromptStatistics:
     """Success statistics per prompt id: last-epoch rate, Reinforce-Ada Est's decayed rate, CERO's Beta posterior.
 
@@ -83,15 +193,34 @@ class PromptStatistics:
       epoch"), and cumulated over the run;
     - Reinforce-Ada Est's decayed counts n_pos, n_tot: each :meth:`update` call that scores the prompt is one visit,
       ``n <- decay * n + new`` (official ``hanze`` branch: decay 0.9 per visit);
-    - from these, on request: the last-epoch rate p_i = c_i / t_i (Knapsack RL), the smoothed rate
-      p~_i = (alpha + n_pos) / (alpha + beta + n_tot) (Reinforce-Ada Est, never 0 or 1; 1 / 17 for an unseen prompt
-      under the default prior), and the Beta(1 + successes, 1 + failures) posterior over cumulative counts (CERO).
+    - an optional prior (:meth:`set_prior`): a pass rate p0 worth w pseudo-completions, kept as s0 = w p0, t0 = w,
+      and v, the number of visits since it was set;
+    - an optional fingerprint of the prompt text (:meth:`set_fingerprints`), to refuse statistics of other prompts;
+    - from these, on request: the last-epoch rate p_i (Knapsack RL), the smoothed rate p~_i (Reinforce-Ada Est,
+      never 0 or 1; 1 / 17 for an unseen prompt without prior under the default alpha, beta), and the Beta posterior
+      over cumulative counts (CERO).
 
-    **Success-rate rule.** :meth:`success_rates` returns the rate of the most recent completed epoch in which the
-    prompt was attempted, and NaN before any such epoch, even if the prompt was already scored in the epoch in
-    progress. This is Knapsack RL's p_i (its first epoch is plain GRPO). A run shorter than one epoch therefore gives
-    Knapsack-style allocators only NaN; that loses nothing, since such a run visits each prompt at most once. Call
-    :meth:`end_epoch` at every epoch boundary, otherwise rates stay NaN. Est reads p~_i, which moves at every visit.
+    **How the prior combines with the evidence**, per reading (s0 = t0 = 0 without a prior):
+
+    ==================================  ==============================================================================
+    reading (allocator)                 value
+    ==================================  ==============================================================================
+    ``success_rate`` (Knapsack RL)      (c_last + s0) / (t_last + t0); NaN when t_last + t0 = 0. With a prior the first
+                                        epoch is already adaptive; later the prior is blended with the last epoch's
+                                        counts at its full weight w, every epoch: it does not fade.
+    ``smoothed_rate`` (Est)             (alpha + gamma^v s0 + n_pos) / (alpha + beta + gamma^v t0 + n_tot): the prior
+                                        seeds the decayed counts and decays per visit like real evidence.
+    ``beta_a``, ``beta_b`` (CERO)       1 + s0 + successes, 1 + (t0 - s0) + failures (cumulative counts).
+    ``attempts``, ``successes``         real cumulative counts only; ``prior_attempts`` carries t0, so a prompt with
+                                        a prior is not "unseen" (Est's ``unseen_weight``).
+    ==================================  ==============================================================================
+
+    **Success-rate rule.** Without a prior, :meth:`success_rates` returns the rate of the most recent completed epoch
+    in which the prompt was attempted, and NaN before any such epoch, even if the prompt was already scored in the
+    epoch in progress. This is Knapsack RL's p_i (its first epoch is plain GRPO). A run shorter than one epoch
+    therefore gives Knapsack-style allocators only NaN for prompts without a prior; that loses nothing, since such a
+    run visits each prompt at most once. Call :meth:`end_epoch` at every epoch boundary, otherwise rates stay NaN (or
+    the prior). Est reads p~_i, which moves at every visit.
 
     Args:
         success_threshold: tau; a completion with reward r counts as a success when r >= tau.
@@ -107,6 +236,10 @@ class PromptStatistics:
         ([2.0, 2.0, 1.0], [2.0, 1.0, 1.0])
         >>> stats.num_seen, len(stats), stats.epoch
         (0, 2, 0)
+        >>> stats.set_prior([5], [0.5], weight=4)  # prompt 5: Beta(1 + 2, 1 + 2), rate 0.5 before any epoch
+        >>> b = stats.batch([5])
+        >>> b.beta_a.tolist(), b.beta_b.tolist(), b.success_rate.tolist(), b.attempts.tolist()
+        ([3.0], [3.0], [0.5], [0.0])
     """
 
     def __init__(
@@ -131,10 +264,11 @@ class PromptStatistics:
         self._index: dict[int, int] = {}
         self._ids = np.zeros(0, dtype=np.int64)
         self._cols: dict[str, np.ndarray] = {name: np.zeros(0, dtype=np.float64) for name in _COLUMNS}
+        self._fingerprints: list[str] = []  # one per row, "" when unknown
 
     # -- bookkeeping ------------------------------------------------------------------------------------------------
     def __len__(self) -> int:
-        """Number of prompts with at least one scored completion."""
+        """Number of prompts with a row: scored at least once, given a prior, or given a fingerprint."""
         return len(self._index)
 
     def __contains__(self, prompt_id: object) -> bool:
@@ -153,15 +287,21 @@ class PromptStatistics:
 
     @property
     def num_seen(self) -> int:
-        """Number of prompts that have a success rate, i.e. were attempted in some completed epoch (not NaN)."""
+        """Number of prompts attempted in some completed epoch (real evidence; priors do not count here)."""
         return int(np.count_nonzero(self._cols["last_attempts"][: len(self)] > 0))
 
+    @property
+    def num_with_prior(self) -> int:
+        """Number of prompts that carry a prior (:meth:`set_prior` with a finite rate and weight > 0)."""
+        return int(np.count_nonzero(self._cols["prior_attempts"][: len(self)] > 0))
+
     def _rows(self, ids: np.ndarray) -> np.ndarray:
-        """Row of each id, -1 for ids never scored."""
+        """Row of each id, -1 for ids without a row."""
         get = self._index.get
         return np.fromiter((get(i, -1) for i in ids.tolist()), dtype=np.int64, count=len(ids))
 
     def _add_rows(self, new_ids: np.ndarray) -> None:
+        """Append rows (all zero, no fingerprint) for ``new_ids``, which must be unique and unknown."""
         start, needed = len(self), len(self) + len(new_ids)
         if needed > len(self._ids):
             capacity = max(needed, 2 * len(self._ids), 1024)
@@ -172,6 +312,15 @@ class PromptStatistics:
                 self._cols[name] = grown
         self._ids[start:needed] = new_ids
         self._index.update(zip(new_ids.tolist(), range(start, needed), strict=True))
+        self._fingerprints.extend([""] * len(new_ids))
+
+    def _rows_adding(self, ids: np.ndarray) -> np.ndarray:
+        """Row of each id, adding rows for unknown ones."""
+        rows = self._rows(ids)
+        if np.any(rows < 0):
+            self._add_rows(np.unique(ids[rows < 0]))
+            rows = self._rows(ids)
+        return rows
 
     # -- writing ----------------------------------------------------------------------------------------------------
     def update(self, prompt_ids: np.ndarray | Sequence[int], rewards: np.ndarray | Sequence[float]) -> None:
@@ -179,8 +328,8 @@ class PromptStatistics:
 
         For each prompt with at least one scorable (non-NaN) reward, with s successes (reward >= tau) among t scored
         completions: c and t of the current epoch and the cumulative counts grow by s and t, and this call is one
-        Est visit, n_pos <- gamma * n_pos + s, n_tot <- gamma * n_tot + t (decay first, then add). Call it once per
-        generation batch: two calls for the same prompt decay its counts twice.
+        Est visit, n_pos <- gamma * n_pos + s, n_tot <- gamma * n_tot + t (decay first, then add), and a prior's visit
+        count v grows by one. Call it once per generation batch: two calls for the same prompt decay its counts twice.
 
         Args:
             prompt_ids: ``(C,)`` integer prompt id of each completion.
@@ -207,21 +356,20 @@ class PromptStatistics:
         attempts = np.bincount(inverse, minlength=len(unique)).astype(np.float64)
         hits = (r >= self.success_threshold).astype(np.float64)
         successes = np.bincount(inverse, weights=hits, minlength=len(unique))
-        rows = self._rows(unique)
-        if np.any(rows < 0):
-            self._add_rows(unique[rows < 0])
-            rows = self._rows(unique)
+        rows = self._rows_adding(unique)
         cols = self._cols
         for prefix in ("current", "total"):
             cols[f"{prefix}_successes"][rows] += successes
             cols[f"{prefix}_attempts"][rows] += attempts
         cols["decayed_successes"][rows] = self.decay * cols["decayed_successes"][rows] + successes
         cols["decayed_attempts"][rows] = self.decay * cols["decayed_attempts"][rows] + attempts
+        cols["prior_visits"][rows[cols["prior_attempts"][rows] > 0]] += 1.0
 
     def end_epoch(self) -> None:
         """Close the epoch: prompts attempted in it get it as their "last epoch"; current counts reset to 0.
 
-        Prompts not attempted in the closing epoch keep their older last-epoch rate. Increments :attr:`epoch`.
+        Prompts not attempted in the closing epoch keep their older last-epoch rate. Priors are left untouched.
+        Increments :attr:`epoch`.
         """
         n = len(self)
         cols = self._cols
@@ -231,7 +379,112 @@ class PromptStatistics:
             cols[f"current_{kind}"][:n] = 0.0
         self.epoch += 1
 
+    def set_prior(
+        self, prompt_ids: np.ndarray | Sequence[int], success_rates: np.ndarray | Sequence[float], weight: float
+    ) -> None:
+        """Give prompts a prior success rate worth ``weight`` pseudo-completions, e.g. a dataset's pass-rate column.
+
+        For each id with a finite rate p in [0, 1] (and weight w > 0) the prior is s0 = w p pseudo-successes among
+        t0 = w pseudo-attempts; ids without a row get one. A NaN (or None) rate, or ``weight == 0``, removes the
+        prior of that id (no row is added). Setting the same prior again changes nothing; a different one replaces
+        the old one (no double counting) and restarts its Est decay (v = 0). Real counts are never changed. How
+        each reading combines prior and evidence is in the class docstring: in short Knapsack's rate and CERO's
+        Beta add s0, t0 to the counts, and Est adds gamma^v s0, gamma^v t0 to its decayed counts.
+
+        Args:
+            prompt_ids: ``(M,)`` integer prompt ids (an id may repeat only with the same rate).
+            success_rates: ``(M,)`` prior pass rate of each prompt, in [0, 1]; NaN (or None) where unknown.
+            weight: w >= 0, how many completions the prior is worth, e.g. the number of samples it was measured on,
+                or ``num_generations`` so the prior weighs as much as one generation batch's group. 0: no prior.
+
+        Raises:
+            ValueError: for a rate outside [0, 1] (naming the ids), a negative or non-finite weight, shapes that do
+                not match, or an id repeated with different rates.
+
+        Example:
+            >>> s = PromptStatistics()
+            >>> s.set_prior([1, 2], [0.25, float("nan")], weight=4)  # prompt 2: no prior, no row
+            >>> len(s), s.num_with_prior, s.batch([1]).smoothed_rate.tolist()  # (1 + 4 * 0.25) / (17 + 4)
+            (1, 1, [0.09523809523809523])
+        """
+        ids = _as_ids(prompt_ids)
+        rates = _as_rates(success_rates, len(ids))
+        w = _check_finite("weight", weight)
+        if w < 0.0:
+            raise ValueError(
+                f"weight={weight!r}: must be >= 0, the number of completions the prior is worth (0 for no prior)."
+            )
+        bad = ~np.isnan(rates) & ~((rates >= 0.0) & (rates <= 1.0))
+        if np.any(bad):
+            raise ValueError(
+                f"success_rates must lie in [0, 1] (NaN where unknown), got {rates[bad][:3].tolist()} for prompt ids "
+                f"{ids[bad][:3].tolist()}. Give pass rates as fractions (divide percentages by 100)."
+            )
+        _check_duplicates_agree(ids, rates.tolist(), "prior success rates")
+        has = ~np.isnan(rates) & (w > 0.0)
+        prior_s = np.where(has, w * np.where(has, rates, 0.0), 0.0)
+        prior_t = np.where(has, w, 0.0)
+        rows = self._rows(ids)
+        if np.any(has & (rows < 0)):
+            self._add_rows(np.unique(ids[has & (rows < 0)]))
+            rows = self._rows(ids)
+        known = rows >= 0
+        rows, prior_s, prior_t = rows[known], prior_s[known], prior_t[known]
+        cols = self._cols
+        changed = (cols["prior_successes"][rows] != prior_s) | (cols["prior_attempts"][rows] != prior_t)
+        rows, prior_s, prior_t = rows[changed], prior_s[changed], prior_t[changed]
+        cols["prior_successes"][rows] = prior_s
+        cols["prior_attempts"][rows] = prior_t
+        cols["prior_visits"][rows] = 0.0
+
+    def set_fingerprints(self, prompt_ids: np.ndarray | Sequence[int], fingerprints: Sequence[str]) -> None:
+        """Record the fingerprint of each prompt's text (from :func:`prompt_fingerprint`); adds rows for new ids.
+
+        A stored fingerprint is overwritten: call :meth:`fingerprint_mismatches` first to refuse statistics that were
+        measured on other prompts. Fingerprints are saved with the statistics and exported by :meth:`to_dataset`.
+
+        Args:
+            prompt_ids: ``(M,)`` integer prompt ids (an id may repeat only with the same fingerprint).
+            fingerprints: ``M`` non-empty strings.
+        """
+        ids = _as_ids(prompt_ids)
+        values = _as_fingerprints(fingerprints, len(ids))
+        _check_duplicates_agree(ids, values, "fingerprints")
+        stored = self._fingerprints
+        for row, value in zip(self._rows_adding(ids).tolist(), values, strict=True):
+            stored[row] = value
+
     # -- reading ----------------------------------------------------------------------------------------------------
+    def fingerprint_mismatches(
+        self, prompt_ids: np.ndarray | Sequence[int], fingerprints: Sequence[str]
+    ) -> np.ndarray:
+        """The ids whose stored fingerprint exists and differs from the given one: statistics of another prompt.
+
+        Ids without a stored fingerprint (never fingerprinted, or loaded from a version-1 file) are not mismatches.
+
+        Args:
+            prompt_ids: ``(M,)`` integer prompt ids.
+            fingerprints: ``M`` non-empty strings, the fingerprints of the prompts these ids stand for now.
+
+        Returns:
+            sorted unique ``int64`` ids, empty when all agree.
+
+        Example:
+            >>> s = PromptStatistics()
+            >>> s.set_fingerprints([0, 1], [prompt_fingerprint("1 + 1?"), prompt_fingerprint("2 + 2?")])
+            >>> s.fingerprint_mismatches([0, 1, 2], [prompt_fingerprint(p) for p in ("1 + 1?", "3 + 3?", "x")])
+            array([1])
+        """
+        ids = _as_ids(prompt_ids)
+        values = _as_fingerprints(fingerprints, len(ids))
+        stored = self._fingerprints
+        bad = [
+            i
+            for i, row, value in zip(ids.tolist(), self._rows(ids).tolist(), values, strict=True)
+            if row >= 0 and stored[row] and stored[row] != value
+        ]
+        return np.unique(np.asarray(bad, dtype=np.int64))
+
     def _gather(self, ids: np.ndarray) -> dict[str, np.ndarray]:
         rows = self._rows(ids)
         known = rows >= 0
@@ -241,80 +494,100 @@ class PromptStatistics:
             out[name] = np.where(known, col[safe], 0.0) if len(col) else np.zeros(len(ids))
         return out
 
+    @staticmethod
+    def _rate(g: dict[str, np.ndarray]) -> np.ndarray:
+        """(c_last + s0) / (t_last + t0), NaN where the denominator is 0."""
+        s = g["last_successes"] + g["prior_successes"]
+        t = g["last_attempts"] + g["prior_attempts"]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(t > 0, s / t, np.nan)
+
     def success_rates(self, prompt_ids: np.ndarray | Sequence[int]) -> np.ndarray:
-        """Last-epoch success rate p_i = c_i / t_i per id (Knapsack RL), NaN before any completed epoch with attempts.
+        """Knapsack RL's p_i per id: (c_last + s0) / (t_last + t0), last completed epoch's counts plus the prior.
+
+        Without a prior this is the last completed epoch's c_i / t_i, NaN before any completed epoch with attempts.
 
         Returns:
-            ``(M,)`` float64, aligned with ``prompt_ids``; unknown ids give NaN.
+            ``(M,)`` float64, aligned with ``prompt_ids``; NaN for ids with neither evidence nor prior.
         """
-        g = self._gather(_as_ids(prompt_ids))
-        t = g["last_attempts"]
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return np.where(t > 0, g["last_successes"] / t, np.nan)
+        return self._rate(self._gather(_as_ids(prompt_ids)))
 
     def batch(self, prompt_ids: np.ndarray | Sequence[int]) -> PromptBatchStats:
         """The statistics the allocators read, for the M prompts of one generation batch (ids may repeat).
 
-        - ``success_rate``: as :meth:`success_rates`.
-        - ``attempts``, ``successes``: cumulative counts.
-        - ``smoothed_rate``: p~_i = (alpha + n_pos) / (alpha + beta + n_tot), Reinforce-Ada Est.
-        - ``beta_a``, ``beta_b``: 1 + cumulative successes, 1 + cumulative failures (CERO's Beta(1, 1) start).
+        With s0, t0 the prior's pseudo-counts (0 without one) and v the visits since it was set:
+
+        - ``success_rate``: as :meth:`success_rates`, (c_last + s0) / (t_last + t0).
+        - ``attempts``, ``successes``: real cumulative counts (no prior).
+        - ``smoothed_rate``: p~_i = (alpha + gamma^v s0 + n_pos) / (alpha + beta + gamma^v t0 + n_tot), Est.
+        - ``beta_a``, ``beta_b``: 1 + s0 + cumulative successes, 1 + (t0 - s0) + cumulative failures (CERO).
+        - ``prior_attempts``: t0, so a prompt with a prior is not treated as unseen.
 
         Unknown ids get zero counts: NaN rate, p~ = alpha / (alpha + beta), Beta(1, 1).
         """
         ids = _as_ids(prompt_ids)
         g = self._gather(ids)
-        t_last = g["last_attempts"]
-        with np.errstate(invalid="ignore", divide="ignore"):
-            rate = np.where(t_last > 0, g["last_successes"] / t_last, np.nan)
         c, t = g["total_successes"], g["total_attempts"]
+        prior_s, prior_t = g["prior_successes"], g["prior_attempts"]
+        scale = np.power(self.decay, g["prior_visits"])
         alpha, beta = self.prior_alpha, self.prior_beta
         return PromptBatchStats(
             prompt_ids=ids.copy(),
-            success_rate=rate,
+            success_rate=self._rate(g),
             attempts=t,
             successes=c,
-            smoothed_rate=(alpha + g["decayed_successes"]) / (alpha + beta + g["decayed_attempts"]),
-            beta_a=1.0 + c,
-            beta_b=1.0 + t - c,
+            smoothed_rate=(alpha + g["decayed_successes"] + scale * prior_s)
+            / (alpha + beta + g["decayed_attempts"] + scale * prior_t),
+            beta_a=1.0 + prior_s + c,
+            beta_b=1.0 + (prior_t - prior_s) + (t - c),
+            prior_attempts=prior_t,
         )
 
     # -- persistence ------------------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        """A plain, JSON-serialisable snapshot: format name and version, config, epoch, ids and one list per column.
+        """A plain, JSON-serialisable snapshot (format version 2).
 
-        Counts are written as integers; decayed counts as floats (``json`` writes floats with ``repr``, so a
-        round trip is exact).
+        Keys: ``format``, ``version``, ``config``, ``epoch``, ``prompt_ids``, ``fingerprints`` (one string per id,
+        ``""`` when unknown) and ``columns`` (one list per column, aligned with ``prompt_ids``). Counts and
+        ``prior_visits`` are written as integers; decayed counts and prior pseudo-counts as floats (``json`` writes
+        floats with ``repr``, so a round trip is exact).
         """
         n = len(self)
         columns: dict[str, list[Any]] = {}
         for name in _COLUMNS:
             col = self._cols[name][:n]
-            columns[name] = col.astype(np.int64).tolist() if name in _COUNT_COLUMNS else col.tolist()
+            columns[name] = col.astype(np.int64).tolist() if name in _INT_COLUMNS else col.tolist()
         return {
             "format": FORMAT_NAME,
             "version": FORMAT_VERSION,
             "config": self.config,
             "epoch": self.epoch,
             "prompt_ids": self._ids[:n].tolist(),
+            "fingerprints": list(self._fingerprints),
             "columns": columns,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Replace the contents with ``state`` (from :meth:`state_dict`).
+        """Replace the contents with ``state`` (from :meth:`state_dict`, version 2 or the older version 1).
+
+        A version-1 state (no priors, no fingerprints) loads with neither. Nothing changes when a check fails.
 
         Raises:
-            ValueError: when the format or version differs, when the saved config (threshold, decay, prior) differs
-                from this store's (the counts would mean something else), or when the arrays are inconsistent.
+            ValueError: when the format or version is unknown, a key or column is missing (named), the saved config
+                (threshold, decay, prior) differs from this store's (the counts would mean something else), or the
+                arrays are inconsistent.
         """
         if not isinstance(state, dict) or state.get("format") != FORMAT_NAME:
             raise ValueError(f"Not a PromptStatistics state: expected format {FORMAT_NAME!r}.")
-        if state.get("version") != FORMAT_VERSION:
+        version = _require(state, "version")
+        if isinstance(version, bool) or version not in _READABLE_VERSIONS:
             raise ValueError(
-                f"PromptStatistics state has format version {state.get('version')!r}; this code reads version "
-                f"{FORMAT_VERSION}."
+                f"PromptStatistics state has format version {version!r}; this code reads versions "
+                f"{list(_READABLE_VERSIONS)}. Upgrade trl_adaptive to read it, or start fresh statistics."
             )
-        saved = state.get("config", {})
+        saved = _require(state, "config")
+        if not isinstance(saved, dict):
+            raise ValueError("PromptStatistics state: config must be a dict of the four constructor arguments.")
         diff = [
             f"{k}: saved {saved.get(k)!r}, configured {getattr(self, k)!r}"
             for k in _CONFIG_FIELDS
@@ -325,54 +598,71 @@ class PromptStatistics:
                 "PromptStatistics config mismatch (" + "; ".join(diff) + "). Construct the store with the saved "
                 "values, or use PromptStatistics.load(path) to take them from the file."
             )
-        raw_ids = state["prompt_ids"]
+        epoch = _require(state, "epoch")
+        if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
+            raise ValueError(f"PromptStatistics state: epoch must be an integer >= 0, got {epoch!r}.")
+        raw_ids = _require(state, "prompt_ids")
         if not isinstance(raw_ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in raw_ids):
             raise ValueError("PromptStatistics state: prompt_ids must be a list of integers.")
         ids = np.asarray(raw_ids, dtype=np.int64).reshape(-1)
         if len(np.unique(ids)) != len(ids):
             raise ValueError("PromptStatistics state has duplicate prompt ids.")
-        columns = state["columns"]
-        missing = [name for name in _COLUMNS if name not in columns]
+        columns = _require(state, "columns")
+        if not isinstance(columns, dict):
+            raise ValueError("PromptStatistics state: columns must be a dict of lists.")
+        names = _V1_COLUMNS if version == 1 else _COLUMNS
+        missing = [name for name in names if name not in columns]
         if missing:
             raise ValueError(f"PromptStatistics state lacks columns {missing}.")
-        arrays = {name: np.asarray(columns[name], dtype=np.float64).reshape(-1) for name in _COLUMNS}
+        arrays = {name: np.zeros(len(ids), dtype=np.float64) for name in _COLUMNS}
+        for name in names:
+            try:
+                arrays[name] = np.asarray(columns[name], dtype=np.float64).reshape(-1)
+            except (TypeError, ValueError):
+                raise ValueError(f"PromptStatistics state: column {name!r} must be a list of numbers.") from None
         if any(len(a) != len(ids) for a in arrays.values()):
             raise ValueError("PromptStatistics state columns and prompt_ids differ in length.")
         if any(np.any(~np.isfinite(a) | (a < 0)) for a in arrays.values()):
             raise ValueError("PromptStatistics state holds negative or non-finite counts.")
-        self.epoch = int(state["epoch"])
+        if any(np.any(arrays[name] != np.round(arrays[name])) for name in _INT_COLUMNS):
+            raise ValueError(f"PromptStatistics state: columns {list(_INT_COLUMNS)} must hold whole numbers.")
+        if np.any(arrays["prior_successes"] > arrays["prior_attempts"]):
+            raise ValueError("PromptStatistics state: prior_successes exceeds prior_attempts.")
+        if version == 1:
+            fingerprints = [""] * len(ids)
+        else:
+            fingerprints = _require(state, "fingerprints")
+            if not isinstance(fingerprints, list) or not all(isinstance(f, str) for f in fingerprints):
+                raise ValueError("PromptStatistics state: fingerprints must be a list of strings ('' when unknown).")
+            if len(fingerprints) != len(ids):
+                raise ValueError("PromptStatistics state: fingerprints and prompt_ids differ in length.")
+        self.epoch = epoch
         self._index = dict(zip(ids.tolist(), range(len(ids)), strict=True))
         self._ids = ids.copy()
         self._cols = arrays
+        self._fingerprints = list(fingerprints)
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write :meth:`state_dict` as JSON to ``path`` atomically.
 
         The JSON goes to a temporary file in the same directory, is flushed and fsynced, then ``os.replace``-d over
-        ``path``: a crash leaves either the old file or the new one, never a partial file, and no temporary file.
+        ``path`` (and the folder fsynced): a crash leaves either the old file or the new one, never a partial file,
+        and no temporary file.
         """
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(self.state_dict(), f, allow_nan=False, separators=(",", ":"))
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        write_json_atomic(path, self.state_dict())
 
     @classmethod
     def load(cls, path: str | os.PathLike[str], **expected_config: float) -> PromptStatistics:
-        """Read a store written by :meth:`save`; its config comes from the file.
+        """Read a store written by :meth:`save` (format version 1 or 2); its config comes from the file.
 
         Args:
             path: the JSON file.
             **expected_config: optional ``success_threshold`` / ``decay`` / ``prior_alpha`` / ``prior_beta`` this run
                 is configured with; each given value must equal the saved one, or a ValueError names the field.
+
+        Raises:
+            ValueError: naming ``path``, when the file is truncated or corrupt (not JSON), is not a PromptStatistics
+                file, lacks a key, or was saved with another config than ``expected_config``.
 
         Example:
             >>> import tempfile, os
@@ -381,25 +671,161 @@ class PromptStatistics:
             >>> PromptStatistics.load(p, decay=0.9).batch([0]).attempts.tolist()
             [2.0]
         """
-        unknown = sorted(set(expected_config) - set(_CONFIG_FIELDS))
-        if unknown:
-            raise TypeError(f"Unknown PromptStatistics config fields {unknown}; expected some of {_CONFIG_FIELDS}.")
-        with open(path, encoding="utf-8") as f:
-            state = json.load(f)
+        _check_config_names(expected_config)
+        state = read_json(
+            path,
+            "PromptStatistics JSON file",
+            "save() replaces the file atomically, so it was damaged afterwards or written by something else: use an "
+            "intact copy (e.g. from an earlier checkpoint), or delete it and start with fresh statistics.",
+        )
+        return cls._from_state(state, str(path), expected_config)
+
+    @classmethod
+    def _from_state(cls, state: Any, source: str, expected_config: Mapping[str, float]) -> PromptStatistics:
+        """A store built from ``state`` with the config it carries, checked against ``expected_config``."""
         if not isinstance(state, dict) or state.get("format") != FORMAT_NAME:
-            raise ValueError(f"{path} is not a PromptStatistics file (expected format {FORMAT_NAME!r}).")
-        saved = state.get("config") or {}
-        if set(saved) != set(_CONFIG_FIELDS):
-            raise ValueError(f"{path}: config must hold exactly {_CONFIG_FIELDS}, got {sorted(saved)}.")
+            raise ValueError(f"{source} is not a PromptStatistics file (expected format {FORMAT_NAME!r}).")
+        saved = state.get("config")
+        if not isinstance(saved, dict) or set(saved) != set(_CONFIG_FIELDS):
+            found = sorted(saved) if isinstance(saved, dict) else saved
+            raise ValueError(f"{source}: config must hold exactly {_CONFIG_FIELDS}, got {found!r}.")
         for field, value in expected_config.items():
             if saved[field] != value:
                 raise ValueError(
-                    f"{path} was saved with {field}={saved[field]!r} but this run uses {field}={value!r}; the "
+                    f"{source} was saved with {field}={saved[field]!r} but this run uses {field}={value!r}; the "
                     "counts would mean something else. Use the saved value or start fresh statistics."
                 )
-        store = cls(**saved)
-        store.load_state_dict(state)
+        try:
+            store = cls(**saved)
+            store.load_state_dict(state)
+        except ValueError as error:
+            raise ValueError(f"{source}: {error}") from error
         return store
+
+    # -- datasets export / import -----------------------------------------------------------------------------------
+    def to_dataset(self) -> datasets.Dataset:
+        """The whole store as a ``datasets.Dataset``, one row per prompt: a warm start for the next run.
+
+        Columns: ``prompt_id`` (int64), ``prompt_fingerprint`` (string, ``""`` when unknown), ``success_rate``
+        (float64, as :meth:`success_rates`, NaN when unknown; informational, ignored by :meth:`from_dataset`), then
+        every stored column: ``current_*``, ``last_*``, ``total_*`` successes / attempts and ``prior_visits``
+        (int64), ``decayed_*`` and ``prior_successes`` / ``prior_attempts`` (float64).
+
+        The format name and version, the config and the epoch are JSON in the ``id`` of the ``prompt_id`` feature
+        (``dataset.features["prompt_id"].id``) and, for reading, in ``dataset.info.description``. The feature id is
+        what :meth:`from_dataset` reads: it survives ``save_to_disk`` / ``load_from_disk``, ``to_parquet`` /
+        ``Dataset.from_parquet`` (it is in the parquet schema's ``huggingface`` metadata) and ``push_to_hub`` /
+        ``load_dataset`` (also in the card's ``dataset_info``), whereas the description does not survive parquet.
+        Casting or rebuilding the ``prompt_id`` column drops it.
+
+        Example:
+            >>> s = PromptStatistics(); s.update([4, 4], [1.0, 0.0]); s.end_epoch()
+            >>> ds = s.to_dataset()
+            >>> ds.num_rows, ds[0]["prompt_id"], ds[0]["success_rate"], ds[0]["total_attempts"]
+            (1, 4, 0.5, 2)
+            >>> PromptStatistics.from_dataset(ds).state_dict() == s.state_dict()
+            True
+        """
+        import datasets
+        import pyarrow as pa
+
+        n = len(self)
+        metadata = json.dumps(
+            {"format": FORMAT_NAME, "version": FORMAT_VERSION, "config": self.config, "epoch": self.epoch},
+            sort_keys=True,
+        )
+        features = datasets.Features(
+            {
+                _ID_COLUMN: datasets.Value("int64", id=metadata),
+                _FINGERPRINT_COLUMN: datasets.Value("string"),
+                _RATE_COLUMN: datasets.Value("float64"),
+                **{name: datasets.Value("int64" if name in _INT_COLUMNS else "float64") for name in _COLUMNS},
+            }
+        )
+        g = {name: col[:n] for name, col in self._cols.items()}
+        data: dict[str, Any] = {
+            _ID_COLUMN: self._ids[:n].copy(),
+            _FINGERPRINT_COLUMN: list(self._fingerprints),
+            _RATE_COLUMN: self._rate(g),
+        }
+        for name in _COLUMNS:
+            data[name] = g[name].astype(np.int64) if name in _INT_COLUMNS else g[name].copy()
+        # Straight to Arrow: Dataset.from_dict would encode every value in Python (2 s for 18k prompts, not 5 ms).
+        table = pa.Table.from_pydict(data, schema=features.arrow_schema)
+        return datasets.Dataset(table, info=datasets.DatasetInfo(description=metadata, features=features))
+
+    @classmethod
+    def from_dataset(cls, dataset: datasets.Dataset, **expected_config: float) -> PromptStatistics:
+        """The exact inverse of :meth:`to_dataset`: ``from_dataset(s.to_dataset()).state_dict() == s.state_dict()``.
+
+        Rows may have been reordered or selected (``select``, ``shuffle``, ``filter``); ``success_rate`` is not read.
+        A dataset of prompt ids and pass rates only (e.g. a reference model's pass-rate column) is not saved
+        statistics: give it to :meth:`set_prior` instead.
+
+        Args:
+            dataset: a ``datasets.Dataset`` written by :meth:`to_dataset` (possibly via ``save_to_disk``, parquet or
+                the Hub).
+            **expected_config: as in :meth:`load`: each given value must equal the saved one.
+
+        Raises:
+            ValueError: naming the missing columns, when the metadata is gone, or as :meth:`load` does.
+            TypeError: for a ``DatasetDict`` (pick a split) or something that is not a ``datasets.Dataset``.
+        """
+        import datasets
+
+        _check_config_names(expected_config)
+        if isinstance(dataset, datasets.DatasetDict):
+            raise TypeError(
+                f"from_dataset takes one split, got a DatasetDict with splits {list(dataset)}; pass e.g. "
+                f"dataset[{next(iter(dataset), 'train')!r}]."
+            )
+        if not isinstance(dataset, datasets.Dataset):
+            raise TypeError(f"from_dataset takes a datasets.Dataset, got {type(dataset).__name__}.")
+        required = (_ID_COLUMN, _FINGERPRINT_COLUMN, *_COLUMNS)
+        missing = [name for name in required if name not in dataset.column_names]
+        if missing:
+            hint = (
+                " For a column of pass rates (e.g. from a reference model) use "
+                "PromptStatistics.set_prior(prompt_ids, rates, weight) instead."
+                if _ID_COLUMN in dataset.column_names
+                else ""
+            )
+            raise ValueError(
+                f"The dataset lacks the columns {missing} that PromptStatistics.to_dataset() writes (it has "
+                f"{dataset.column_names}).{hint}"
+            )
+        state = dict(_dataset_metadata(dataset))
+        table = dataset.with_format("arrow")[:]  # honours an indices mapping (select / shuffle / filter)
+        state["prompt_ids"] = table.column(_ID_COLUMN).to_pylist()
+        state["fingerprints"] = [f or "" for f in table.column(_FINGERPRINT_COLUMN).to_pylist()]
+        state["columns"] = {name: table.column(name).to_pylist() for name in _COLUMNS}
+        return cls._from_state(state, "dataset", expected_config)
+
+
+def _dataset_metadata(dataset: datasets.Dataset) -> dict[str, Any]:
+    """Format, version, config and epoch that :meth:`PromptStatistics.to_dataset` stored in the dataset."""
+    feature = dataset.features.get(_ID_COLUMN)
+    for text in (getattr(feature, "id", None), dataset.info.description):
+        if not text:
+            continue
+        try:
+            metadata = json.loads(text)
+        except (TypeError, ValueError):
+            continue
+        if isinstance(metadata, dict) and metadata.get("format") == FORMAT_NAME:
+            return {key: metadata[key] for key in ("format", "version", "config", "epoch") if key in metadata}
+    raise ValueError(
+        "The dataset carries no PromptStatistics metadata (config and epoch). PromptStatistics.to_dataset() stores it "
+        "in the id of the 'prompt_id' feature, which survives save_to_disk, parquet and the Hub but not casting or "
+        "rebuilding that column. Export the statistics again with to_dataset(), or, for a column of pass rates, use "
+        "PromptStatistics.set_prior."
+    )
+
+
+def _check_config_names(expected_config: Mapping[str, float]) -> None:
+    unknown = sorted(set(expected_config) - set(_CONFIG_FIELDS))
+    if unknown:
+        raise TypeError(f"Unknown PromptStatistics config fields {unknown}; expected some of {_CONFIG_FIELDS}.")
 
 
 def _check_finite(field: str, value: float) -> float:
@@ -410,4 +836,4 @@ def _check_finite(field: str, value: float) -> float:
     return float(value)
 
 
-__all__ = ["FORMAT_VERSION", "PromptStatistics"]
+__all__ = ["FORMAT_VERSION", "PromptStatistics", "prompt_fingerprint"]

@@ -37,6 +37,9 @@ class PromptBatchStats:
             (alpha + beta + decayed attempts); never 0 or 1.
         beta_a, beta_b: ``(M,)`` float64, the Beta posterior of the success probability (CERO), Beta(1, 1) before
             any data.
+        prior_attempts: ``(M,)`` float64 pseudo-observations of each prompt's prior success rate (e.g. a dataset's
+            pass-rate column), 0 where there is none; ``None`` when the source has no priors at all. A prompt with a
+            prior is not "unseen" even before its first scored completion.
     """
 
     prompt_ids: np.ndarray
@@ -46,9 +49,17 @@ class PromptBatchStats:
     smoothed_rate: np.ndarray
     beta_a: np.ndarray
     beta_b: np.ndarray
+    prior_attempts: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.prompt_ids)
+
+    @property
+    def evidence(self) -> np.ndarray:
+        """``(M,)`` scored completions plus prior pseudo-observations: 0 exactly for prompts nothing is known of."""
+        if self.prior_attempts is None:
+            return self.attempts
+        return self.attempts + self.prior_attempts
 
     @classmethod
     def from_success_rates(cls, success_rates: np.ndarray, attempts: float = 8.0) -> PromptBatchStats:
@@ -153,6 +164,10 @@ class Allocator:
         """Per-prompt multiplier of each completion's advantage (e.g. Reinforce-Ada's hybrid); None for none."""
         return None
 
+    def metrics(self) -> dict[str, float]:
+        """Scalars the trainer logs as ``allocation/<name>`` after each allocation (e.g. CERO's price ``mu``)."""
+        return {}
+
     def state_dict(self) -> dict[str, Any]:
         """JSON-serialisable strategy state (empty for stateless strategies)."""
         return {}
@@ -203,17 +218,46 @@ def largest_remainder(shares: np.ndarray, total: int, low: int = 0, high: int | 
 
     Hamilton's method with the bounds enforced: floor and clip, then give the leftover units one each to the largest
     fractional parts still below ``high`` (ties to the lower index, so the result is deterministic), or take them from
-    the smallest fractional parts above ``low`` when floating error overshoots.
+    the smallest fractional parts above ``low`` when floating error overshoots. When the shares sum to ``total`` and
+    lie within the bounds, every count is the floor or the ceiling of its share (``|N_i - x_i| < 1``).
+
+    Raises:
+        ValueError: if a share is NaN, infinite or negative, if ``total`` is not a whole number, if ``low > high``,
+            or if ``total`` is out of reach of the bounds (``M * low <= total <= M * high`` must hold), checked
+            before any rounding, so no input can make it loop.
 
     Example:
         >>> largest_remainder(np.array([2.5, 2.5, 3.0]), 8).tolist()
         [3, 2, 3]
     """
     shares = np.asarray(shares, dtype=np.float64)
+    if shares.ndim != 1:
+        raise ValueError(f"shares must be a 1-D array, got shape {shares.shape}.")
+    bad = ~np.isfinite(shares) | (shares < 0)
+    if bad.any():
+        raise ValueError(
+            f"shares must be finite and >= 0; got {shares[bad][:5].tolist()} at positions "
+            f"{np.flatnonzero(bad)[:5].tolist()}. Fix the strategy that produced them."
+        )
+    if not np.isfinite(total) or total != int(total):
+        raise ValueError(f"total={total!r} must be a whole number of completions.")
+    total = int(total)
+    if high is not None and low > high:
+        raise ValueError(f"low={low} > high={high}: no count can satisfy both bounds; swap or widen them.")
+    num = len(shares)
+    reach_high = num * high if high is not None else (float("inf") if num else 0)
+    if not num * low <= total <= reach_high:
+        raise ValueError(
+            f"largest_remainder: total={total} cannot be split over M={num} prompts with low={low} and high={high}: "
+            f"it must lie in [M * low, M * high] = [{num * low}, {reach_high}]. Change the total or the bounds "
+            "(e.g. the budget or min_rollouts / max_rollouts)."
+        )
     upper = np.iinfo(np.int64).max if high is None else high
     counts = np.clip(np.floor(shares + 1e-9), low, upper).astype(np.int64)
     frac = shares - counts
-    leftover = int(total - counts.sum())
+    leftover = total - int(counts.sum())
+    # Each pass moves at least one unit: the feasibility check above guarantees a count below ``upper`` while
+    # leftover > 0 (sum < total <= M * upper) and one above ``low`` while leftover < 0 (sum > total >= M * low).
     while leftover > 0:
         order = np.argsort(-frac, kind="stable")
         order = order[counts[order] < upper][:leftover]

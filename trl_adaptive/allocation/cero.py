@@ -171,6 +171,10 @@ class CeroAllocator(Allocator):
         self.steps += 1
 
     # -- state ------------------------------------------------------------------------------------------------------
+    def metrics(self) -> dict[str, float]:
+        """The budget price and how many prompts hold a dual, logged by the trainer as ``allocation/cero_*``."""
+        return {"cero_mu": self.mu, "cero_prompts_tracked": float(len(self.theta))}
+
     def state_dict(self) -> dict[str, Any]:
         """``{"version", "mu", "steps", "theta": {id: float}, "allocated": {id: int}}`` with string ids (JSON)."""
         return {

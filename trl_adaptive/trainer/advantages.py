@@ -23,12 +23,15 @@ class GroupAdvantages:
         rewards: ``(T,)`` weighted total reward of each completion, NaN when unscorable (what TRL logs as ``reward``).
         group_std: ``(U,)`` std of each group's total reward (NaN for groups with fewer than two scored completions).
         group_mean: ``(U,)`` mean of each group's total reward.
+        zero_std_fraction: TRL's ``frac_reward_zero_std`` over the real groups: the share of completions whose
+            normalising std is ``isclose`` to 0 (the group's std in "group"/"none" mode, the batch std otherwise).
     """
 
     advantages: torch.Tensor
     rewards: torch.Tensor
     group_std: torch.Tensor
     group_mean: torch.Tensor
+    zero_std_fraction: float
 
 
 def segment_mean_std(values: torch.Tensor, group_ids: torch.Tensor, num_groups: int) -> tuple[torch.Tensor, ...]:
@@ -80,11 +83,13 @@ def group_advantages(
 
     if multi_objective_aggregation == "sum_then_normalize":
         advantages = total_rewards - group_mean[group_ids]
+        std = group_std[group_ids]  # what TRL tests for zero in "group" and "none" mode
         if scale_rewards == "group":
-            advantages = advantages / (group_std[group_ids] + 1e-4)
+            advantages = advantages / (std + 1e-4)
         elif scale_rewards == "batch":
             batch_std = nanstd(total_rewards) if total_rewards.numel() > 1 else torch.zeros(())
             advantages = advantages / (batch_std + 1e-4)
+            std = batch_std.expand_as(total_rewards)
         elif scale_rewards != "none":
             raise ValueError(f"scale_rewards={scale_rewards!r}: must be one of 'group', 'batch' or 'none'.")
     elif multi_objective_aggregation == "normalize_then_sum":
@@ -94,9 +99,11 @@ def group_advantages(
         normalized[unscorable] = torch.nan
         batch_std = nanstd(normalized) if normalized.numel() > 1 else torch.zeros(())
         advantages = (normalized - torch.nanmean(normalized)) / (batch_std + 1e-4)
+        std = batch_std.expand_as(normalized)
     else:
         raise ValueError(
             f"multi_objective_aggregation={multi_objective_aggregation!r}: must be 'sum_then_normalize' or "
             "'normalize_then_sum'."
         )
-    return GroupAdvantages(torch.nan_to_num(advantages, nan=0.0), total_rewards, group_std, group_mean)
+    zero_std = torch.isclose(std, torch.zeros_like(std)).float().mean().item()  # TRL's test, NaN std is not zero
+    return GroupAdvantages(torch.nan_to_num(advantages, nan=0.0), total_rewards, group_std, group_mean, zero_std)

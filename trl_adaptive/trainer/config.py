@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
+from transformers.utils import is_torch_bf16_gpu_available, is_torch_xla_available
 from trl import GRPOConfig
 
 from ..allocation import registered_allocators
@@ -40,7 +41,15 @@ class AdaptiveGRPOConfig(GRPOConfig):
     prompt_id_column (`str`, *optional*, defaults to `"prompt_id"`):
         Dataset column holding a stable integer id per prompt. Added (row index) when missing.
     success_rate_column (`str`, *optional*, defaults to `"success_rate"`):
-        Dataset column the trainer keeps up to date with each prompt's success rate (NaN before it is seen).
+        Dataset column the trainer keeps up to date with each prompt's success rate (NaN before it is seen). If the
+        dataset already has it (floats in [0, 1], NaN = unknown, e.g. a reference model's pass rate), it is read as
+        each prompt's prior, so the first epoch is already adaptive.
+    success_rate_prior_weight (`float`, *optional*, defaults to `8.0`):
+        Weight of a success-rate column given in the dataset, in pseudo-observations: a prior rate p counts as
+        `weight * p` successes out of `weight` completions (docs/statistics.md). `0` ignores the column as input.
+    log_allocations (`bool`, *optional*, defaults to `True`):
+        Append each generation batch's prompt ids, counts, success rates and scored successes to
+        `output_dir/allocations.jsonl` (main process), the input of run reports.
     equal_prompt_weighting (`bool`, *optional*, defaults to `False`):
         Multiply each completion's advantage by `mean_n / n_i` so every prompt carries the same total weight
         whatever its count. Off by default, as in the papers: every completion has equal weight, so a prompt with
@@ -77,12 +86,24 @@ class AdaptiveGRPOConfig(GRPOConfig):
         default="success_rate",
         metadata={"help": "Dataset column kept up to date with each prompt's success rate (NaN until seen)."},
     )
+    success_rate_prior_weight: float = field(
+        default=8.0,
+        metadata={"help": "Pseudo-observations a dataset's success-rate column counts for as a prior (0: ignore it)."},
+    )
     equal_prompt_weighting: bool = field(
         default=False,
         metadata={"help": "Scale each completion's advantage by mean_n / n_i so every prompt weighs the same."},
     )
+    log_allocations: bool = field(
+        default=True,
+        metadata={"help": "Append each generation batch's counts and rates to output_dir/allocations.jsonl."},
+    )
 
     def __post_init__(self) -> None:
+        # GRPOConfig turns bf16 on by default, which fails on a machine without bf16 (a CPU laptop or CI) before
+        # training starts. Default to bf16 only where it is supported; an explicit bf16=True is left to fail loudly.
+        if self.bf16 is None and not self.fp16 and not (is_torch_bf16_gpu_available() or is_torch_xla_available()):
+            self.bf16 = False
         super().__post_init__()
         if isinstance(self.allocator_kwargs, str):
             try:
@@ -98,6 +119,18 @@ class AdaptiveGRPOConfig(GRPOConfig):
                 f"allocator={self.allocator!r} is not a registered allocator. Choose one of "
                 f"{', '.join(registered_allocators())}, or pass an Allocator object to AdaptiveGRPOTrainer."
             )
+        if not (isinstance(self.success_rate_prior_weight, (int, float)) and self.success_rate_prior_weight >= 0):
+            raise ValueError(
+                f"success_rate_prior_weight={self.success_rate_prior_weight!r}: must be a number >= 0 (pseudo-"
+                "observations; 0 ignores the dataset's success-rate column as a prior)."
+            )
+        for bound in ("min_rollouts", "max_rollouts"):
+            given = (self.allocator_kwargs or {}).get(bound)
+            if given is not None and getattr(self, bound) is not None and given != getattr(self, bound):
+                raise ValueError(
+                    f"allocator_kwargs sets {bound}={given} but the config has {bound}={getattr(self, bound)}. Set "
+                    f"it once: use the config field {bound} and remove it from allocator_kwargs."
+                )
         if self.min_rollouts < 2:
             raise ValueError(
                 f"min_rollouts={self.min_rollouts}: must be >= 2, because a group of one completion has no baseline."
@@ -122,3 +155,23 @@ class AdaptiveGRPOConfig(GRPOConfig):
                 f"prompt_id_column and success_rate_column are both {self.prompt_id_column!r}; give them different "
                 "names."
             )
+
+    @classmethod
+    def from_grpo_config(cls, config: GRPOConfig, **adaptive_fields: Any) -> AdaptiveGRPOConfig:
+        """An AdaptiveGRPOConfig with every field of an existing ``GRPOConfig`` plus the adaptive fields given.
+
+        ``AdaptiveGRPOConfig(**config.to_dict())`` does not work: ``to_dict`` adds derived values such as
+        ``generation_batch_size`` that the constructor would check against ``steps_per_generation`` again.
+
+        Example:
+            >>> from trl import GRPOConfig
+            >>> grpo = GRPOConfig(output_dir="out", bf16=False, num_generations=4, per_device_train_batch_size=8)
+            >>> AdaptiveGRPOConfig.from_grpo_config(grpo, allocator="uniform").num_generations
+            4
+        """
+        names = {f.name for f in fields(config) if f.init}
+        values = {name: getattr(config, name) for name in names}
+        # Derived in __post_init__ from steps_per_generation; passing both is what to_dict() gets wrong.
+        if values.get("generation_batch_size") is not None and values.get("steps_per_generation") is not None:
+            values["generation_batch_size"] = None
+        return cls(**values, **adaptive_fields)

@@ -16,9 +16,9 @@ batch (T = generation_batch_size completions, U = T / num_generations prompts, L
 from __future__ import annotations
 
 import copy
-import json
 import os
 import time
+import warnings
 from typing import Any
 
 import numpy as np
@@ -28,16 +28,16 @@ from datasets import Dataset
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from trl import GRPOTrainer
 
-from ..allocation import Allocator, get_allocator, prompts_per_status
-from ..stats import PromptStatistics
+from ..allocation import Allocator, prompts_per_status
+from ..stats import PromptStatistics, prompt_fingerprint
 from .advantages import group_advantages
-from .callback import SuccessRateCallback
+from .allocation_log import append_allocation_record
+from .callback import FINAL_STATISTICS_FILE, SuccessRateCallback
+from .checkpoint import STATE_FILE, is_complete, newest_complete_checkpoint, read_state, write_state
 from .config import AdaptiveGRPOConfig
 from .dispatch import expand_counts, rank_slice
+from .inputs import build_allocator, prepare_train_dataset, reject_unsupported_features
 from .sampler import EpochSeededRepeatSampler
-
-STATE_FILE = "adaptive_state.json"
-STATE_FORMAT_VERSION = 1
 
 
 class AdaptiveGRPOTrainer(GRPOTrainer):
@@ -73,28 +73,53 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
             args = AdaptiveGRPOConfig(output_dir="adaptive-grpo")
         elif not isinstance(args, AdaptiveGRPOConfig):
             raise TypeError(
-                f"args must be an AdaptiveGRPOConfig, got {type(args).__name__}. Build it with "
-                "AdaptiveGRPOConfig(**your_grpo_config.to_dict()) or use the same fields."
+                f"args must be an AdaptiveGRPOConfig, got {type(args).__name__}. Convert it with "
+                "AdaptiveGRPOConfig.from_grpo_config(your_grpo_config, allocator=...)."
             )
-        _reject_unsupported_features(train_dataset, args, kwargs)
-        train_dataset = prepare_train_dataset(train_dataset, args.prompt_id_column, args.success_rate_column)
-
-        self.allocator = allocator if allocator is not None else _build_allocator(args)
+        reject_unsupported_features(train_dataset, args, positional, kwargs)
+        train_dataset, prior_rates = prepare_train_dataset(
+            train_dataset, args.prompt_id_column, args.success_rate_column
+        )
         num_prompts = args.generation_batch_size // args.num_generations
+        if len(train_dataset) < num_prompts:
+            raise ValueError(
+                f"train_dataset has {len(train_dataset)} prompts but one generation batch takes {num_prompts} "
+                f"(generation_batch_size={args.generation_batch_size} / num_generations={args.num_generations}), so "
+                "no step could run. Add prompts, or lower per_device_train_batch_size / steps_per_generation."
+            )
+
+        self.allocator = allocator if allocator is not None else build_allocator(args, len(train_dataset))
         self.allocator.check_budget(num_prompts, args.generation_batch_size)
-        self.prompt_statistics = statistics or PromptStatistics(success_threshold=args.success_threshold)
+        self.prompt_statistics = self._initial_statistics(statistics, args)
+        ids = np.asarray(train_dataset[args.prompt_id_column], dtype=np.int64)
+        self._fingerprints = [prompt_fingerprint(p) for p in train_dataset["prompt"]]
+        self._check_fingerprints(ids, "statistics passed to AdaptiveGRPOTrainer")
+        self.prompt_statistics.set_fingerprints(ids, self._fingerprints)
+        if prior_rates is not None and args.success_rate_prior_weight > 0:
+            self.prompt_statistics.set_prior(ids, prior_rates, args.success_rate_prior_weight)
         self._rewards_per_func: torch.Tensor | None = None
+        self._train_sampler: EpochSeededRepeatSampler | None = None
+        self._epochs_closed = 0  # trainer epochs whose statistics have been closed (end_epoch) in this run
+        self._current_epoch = 0
+        self._resumed_epochs_trained = 0
 
         super().__init__(model, reward_funcs, args, train_dataset, *positional, **kwargs)
         self.add_callback(SuccessRateCallback(self))
         self.refresh_success_rate_column()
+        if args.save_strategy == "steps" and args.save_steps % (args.steps_per_generation * args.num_iterations):
+            warnings.warn(
+                f"save_steps={args.save_steps} is not a multiple of steps_per_generation x num_iterations = "
+                f"{args.steps_per_generation * args.num_iterations}: a checkpoint inside a generation batch resumes "
+                "by generating that batch again, so the resumed run will not reproduce the uninterrupted one exactly.",
+                stacklevel=2,
+            )
 
     # ---------------------------------------------------------------------------------------------------------------
     # Overrides of GRPOTrainer's private hooks (trl 1.16; pinned by tests/test_trl_contract.py)
     # ---------------------------------------------------------------------------------------------------------------
     def _get_train_sampler(self, dataset: Dataset | None = None) -> EpochSeededRepeatSampler:
         """Same sampler as TRL (L1280) with ``set_epoch``, so a resumed run draws the prompts it would have drawn."""
-        return EpochSeededRepeatSampler(
+        self._train_sampler = EpochSeededRepeatSampler(
             data_source=dataset if dataset is not None else self.train_dataset,
             mini_repeat_count=self.num_generations,
             batch_size=self.args.generation_batch_size // self.num_generations,
@@ -102,6 +127,52 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
             shuffle=self.shuffle_dataset,
             seed=self.args.seed,
         )
+        return self._train_sampler
+
+    def _set_signature_columns_if_needed(self):
+        """Keep the prompt-id and success-rate columns when ``remove_unused_columns=True`` drops the others."""
+        super()._set_signature_columns_if_needed()
+        extra = [self.args.prompt_id_column, self.args.success_rate_column]
+        self._signature_columns = [*self._signature_columns, *(c for c in extra if c not in self._signature_columns)]
+
+    def _run_epoch(self, model, epoch, *args, **kwargs):
+        """Departs from transformers: before epoch ``epoch`` runs, close every earlier epoch in the statistics and
+        reseed the sampler, whatever path led here.
+
+        transformers writes a checkpoint on the last step of an epoch BEFORE ``on_epoch_end``, and a run resumed
+        from it starts at the next epoch without calling ``on_epoch_end``: closing here is what makes that resume
+        exact. Under accelerate's shard / skip samplers (several processes, mid-epoch resume) the trainer's
+        ``set_epoch`` never reaches our sampler, so it is set here directly.
+        """
+        self._close_epochs_through(epoch)
+        self._current_epoch = epoch
+        if self._train_sampler is not None:
+            self._train_sampler.set_epoch(epoch)
+        return super()._run_epoch(model, epoch, *args, **kwargs)
+
+    def _init_training_state(self, max_steps, num_update_steps_per_epoch, *args, **kwargs):
+        """Unchanged; remembers how many epochs a resumed run has completed, for :meth:`_load_optimizer_and_scheduler`
+        (a run resumed from its final checkpoint runs no epoch at all, so ``_run_epoch`` cannot close them)."""
+        epochs_trained, steps_in_epoch = super()._init_training_state(
+            max_steps, num_update_steps_per_epoch, *args, **kwargs
+        )
+        self._resumed_epochs_trained = epochs_trained
+        return epochs_trained, steps_in_epoch
+
+    def train(self, resume_from_checkpoint: str | bool | None = None, *args, **kwargs):
+        """``resume_from_checkpoint=True`` resumes from the newest COMPLETE checkpoint (see ``checkpoint.py``), and
+        the final ``prompt_statistics.json`` is written however training ends (finished, stopped or interrupted)."""
+        if resume_from_checkpoint is True:
+            resume_from_checkpoint = newest_complete_checkpoint(self.args.output_dir)
+            if resume_from_checkpoint is None:
+                raise ValueError(
+                    f"resume_from_checkpoint=True but {self.args.output_dir} holds no complete checkpoint-N folder "
+                    f"(one with trainer_state.json and {STATE_FILE}). Start without resume_from_checkpoint."
+                )
+        try:
+            return super().train(resume_from_checkpoint, *args, **kwargs)
+        finally:
+            self.save_final_statistics()
 
     def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
         """Departs from TRL: in training every row already stands for ONE completion, so ask for one per row.
@@ -125,7 +196,11 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
         Evaluation keeps TRL's fixed ``num_generations_eval`` groups.
         """
         if not self.model.training:
-            return super()._generate_and_score_completions(inputs)
+            output = super()._generate_and_score_completions(inputs)
+            # Keep the completions table's group_size column aligned with evaluation's fixed groups.
+            num_completions = len(inputs) * self.accelerator.num_processes
+            self._logs["extra"]["group_size"].extend([self.num_generations_eval] * num_completions)
+            return output
 
         total = self.args.generation_batch_size
         prompt_rows = self._unique_prompt_rows(inputs)
@@ -135,6 +210,9 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
         group_ids = expand_counts(counts, self.args.seed, self.state.global_step)
         local = rank_slice(total, self.accelerator.num_processes, self.accelerator.process_index)
         local_rows = [copy.copy(prompt_rows[g]) for g in group_ids[local]]  # the parent mutates rows (extra fields)
+        current_rates = self.prompt_statistics.success_rates(prompt_ids)
+        for row, g in zip(local_rows, group_ids[local], strict=True):
+            row[self.args.success_rate_column] = float(current_rates[g])  # reward functions see the live rate
 
         self._rewards_per_func = None
         output = super()._generate_and_score_completions(local_rows)
@@ -159,30 +237,37 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
         output["advantages"] = advantages[local]
 
         rewards = result.rewards.cpu().numpy().astype(np.float64)
+        self._record_allocation(prompt_ids, counts, success_rates, group_ids, rewards)
         self.prompt_statistics.update(prompt_ids[group_ids], rewards)
-        self._log_allocation(counts, group_ids, rewards, result.group_std, advantages, success_rates, solve_seconds)
+        self._log_allocation(counts, group_ids, rewards, result, advantages, success_rates, solve_seconds)
         return output
 
     def _save_checkpoint(self, model, trial):
-        """Adds ``adaptive_state.json`` (statistics + allocator state) to each checkpoint folder, as TRL does for
-        its entropy controller (grpo_trainer.py L3384)."""
-        super()._save_checkpoint(model, trial)
+        """Writes ``adaptive_state.json`` FIRST, then lets TRL write the rest; see ``checkpoint.py`` for why this order
+        makes every save crash-safe (TRL saves its entropy controller's state last, grpo_trainer.py L3384)."""
         if self.args.should_save:
             folder = os.path.join(
                 self._get_output_dir(trial=trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
             )
             self.save_adaptive_state(folder)
+        super()._save_checkpoint(model, trial)
 
     def _load_optimizer_and_scheduler(self, checkpoint):
         super()._load_optimizer_and_scheduler(checkpoint)
         if checkpoint is not None:
             path = os.path.join(checkpoint, STATE_FILE)
-            if not os.path.exists(path):
+            if not is_complete(checkpoint):
+                newest = newest_complete_checkpoint(os.path.dirname(os.path.abspath(checkpoint)))
                 raise FileNotFoundError(
-                    f"Resuming from {checkpoint}, which has no {STATE_FILE}: it was not written by "
-                    "AdaptiveGRPOTrainer, so the per-prompt statistics cannot be restored."
+                    f"Resuming from {checkpoint}, which is incomplete or was not written by AdaptiveGRPOTrainer "
+                    f"({STATE_FILE} or trainer_state.json is missing or unreadable), so the per-prompt statistics "
+                    f"cannot be restored. "
+                    + (f"Resume from {newest} instead, or " if newest else "")
+                    + "pass resume_from_checkpoint=True to pick the newest complete checkpoint."
                 )
             self.load_adaptive_state(path)
+            # A checkpoint written on an epoch's last step precedes on_epoch_end: close that epoch now.
+            self._close_epochs_through(self._resumed_epochs_trained)
 
     # ---------------------------------------------------------------------------------------------------------------
     # Allocation, statistics and state
@@ -227,11 +312,11 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
             scale[sampled] *= counts.sum() / sampled.sum() / counts[sampled]
         return torch.as_tensor(scale[group_ids], dtype=torch.float32)
 
-    def _log_allocation(self, counts, group_ids, rewards, group_std, advantages, success_rates, solve_seconds) -> None:
+    def _log_allocation(self, counts, group_ids, rewards, result, advantages, success_rates, solve_seconds) -> None:
         """Allocation metrics (DESIGN section 3) into TRL's metric stream, and fixes to what TRL logged per group."""
         metrics = self._metrics["train"]
         sampled = counts > 0
-        group_std = group_std.cpu().numpy()
+        group_std = result.group_std.cpu().numpy()
         has_signal = np.nan_to_num(group_std) > 1e-6  # TRL: torch.isclose(std, 0)
         success = rewards >= self.prompt_statistics.success_threshold
         successes = np.bincount(group_ids, weights=success.astype(np.float64), minlength=len(counts))
@@ -252,11 +337,30 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
         metrics["allocation/solve_time_s"].append(float(solve_seconds))
         for bucket, number in prompts_per_status(success_rates).items():
             metrics[f"prompt_status/{bucket}"].append(float(number))
-        # TRL grouped by view(-1, G); replace its per-group figures with the real groups'.
-        metrics["frac_reward_zero_std"][-1] = float(1.0 - has_signal[group_ids].mean())
+        for name, value in self.allocator.metrics().items():
+            metrics[f"allocation/{name}"].append(float(value))
+        # TRL grouped by view(-1, G); replace its figure by the same quantity over the real groups.
+        metrics["frac_reward_zero_std"][-1] = result.zero_std_fraction
         self._logs["advantages"].clear()
         self._logs["advantages"].extend(advantages.tolist())
         self._logs["extra"]["group_size"].extend(counts[group_ids].tolist())
+
+    def _record_allocation(self, prompt_ids, counts, success_rates, group_ids, rewards) -> None:
+        """One line of ``allocations.jsonl`` per generation batch (main process), read by reports."""
+        if not (self.args.should_save and self.args.log_allocations):
+            return
+        scored = ~np.isnan(rewards)
+        success = scored & (rewards >= self.prompt_statistics.success_threshold)
+        record = {
+            "step": self.state.global_step,
+            "epoch": self.prompt_statistics.epoch,
+            "prompt_ids": prompt_ids,
+            "counts": counts,
+            "success_rates": success_rates,
+            "successes": np.bincount(group_ids, weights=success, minlength=len(counts)).astype(np.int64),
+            "attempts": np.bincount(group_ids, weights=scored, minlength=len(counts)).astype(np.int64),
+        }
+        append_allocation_record(self.args.output_dir, record)
 
     def refresh_success_rate_column(self) -> None:
         """Rewrite the dataset's success-rate column from the statistics store (NaN for prompts not yet seen)."""
@@ -269,94 +373,67 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
         self.train_dataset = dataset.add_column(column, rates.tolist())
 
     def save_adaptive_state(self, folder: str) -> str:
-        """Write statistics and allocator state to ``folder/adaptive_state.json`` atomically (temp file + rename)."""
-        os.makedirs(folder, exist_ok=True)
+        """Write statistics, allocator state and epoch bookkeeping to ``folder/adaptive_state.json`` atomically."""
         state = {
-            "format_version": STATE_FORMAT_VERSION,
             "allocator": {"name": self.allocator.name, "state": self.allocator.state_dict()},
             "statistics": self.prompt_statistics.state_dict(),
+            "epochs_closed": self._epochs_closed,
         }
-        path = os.path.join(folder, STATE_FILE)
-        tmp = f"{path}.tmp-{os.getpid()}"
-        with open(tmp, "w") as f:
-            json.dump(state, f)
-        os.replace(tmp, path)
-        return path
+        return write_state(folder, state)
 
     def load_adaptive_state(self, path: str) -> None:
-        with open(path) as f:
-            state = json.load(f)
-        if state.get("format_version") != STATE_FORMAT_VERSION:
-            raise ValueError(f"{path}: unsupported format_version {state.get('format_version')!r}.")
+        """Restore what :meth:`save_adaptive_state` wrote; refuses statistics of other prompts (fingerprints)."""
+        state = read_state(path)
         if state["allocator"]["name"] != self.allocator.name:
             raise ValueError(
                 f"{path} was written with allocator {state['allocator']['name']!r} but this run uses "
                 f"{self.allocator.name!r}; resume with the same allocator."
             )
-        self.prompt_statistics.load_state_dict(state["statistics"])
-        self.allocator.load_state_dict(state["allocator"]["state"])
+        try:
+            self.prompt_statistics.load_state_dict(state["statistics"])
+            self.allocator.load_state_dict(state["allocator"]["state"])
+        except (KeyError, TypeError, ValueError) as error:
+            raise ValueError(
+                f"{path}: cannot restore the per-prompt statistics ({error}). Resume from an earlier checkpoint, or "
+                "check that this run's statistics settings (success_threshold) match the saved run's."
+            ) from None
+        self._check_fingerprints(np.asarray(self.train_dataset[self.args.prompt_id_column]), path)
+        self.prompt_statistics.set_fingerprints(self.train_dataset[self.args.prompt_id_column], self._fingerprints)
+        self._epochs_closed = int(state.get("epochs_closed", self.prompt_statistics.epoch))
         self.refresh_success_rate_column()
 
+    def save_final_statistics(self) -> None:
+        """Write the store to ``output_dir/prompt_statistics.json`` (main process), atomically."""
+        if self.args.should_save:
+            self.prompt_statistics.save(os.path.join(self.args.output_dir, FINAL_STATISTICS_FILE))
 
-# -------------------------------------------------------------------------------------------------------------------
-# Construction-time checks
-# -------------------------------------------------------------------------------------------------------------------
-def _build_allocator(args: AdaptiveGRPOConfig) -> Allocator:
-    kwargs = dict(args.allocator_kwargs or {})
-    kwargs.setdefault("min_rollouts", args.min_rollouts)
-    if args.max_rollouts is not None:
-        kwargs.setdefault("max_rollouts", args.max_rollouts)
-    return get_allocator(args.allocator, **kwargs)
+    def _close_epochs_through(self, epoch: int) -> None:
+        """Close trainer epochs ``[epochs_closed, epoch)`` in the store; closing an epoch twice is impossible."""
+        closed_any = self._epochs_closed < epoch
+        while self._epochs_closed < epoch:
+            self.prompt_statistics.end_epoch()
+            self._epochs_closed += 1
+        if closed_any:
+            self.refresh_success_rate_column()
 
-
-def _reject_unsupported_features(train_dataset: Any, args: AdaptiveGRPOConfig, kwargs: dict[str, Any]) -> None:
-    """Fail at construction for TRL features whose data path this trainer does not (yet) serve."""
-    for name in ("rollout_func", "tools", "environment_factory"):
-        if kwargs.get(name) is not None:
-            raise NotImplementedError(
-                f"AdaptiveGRPOTrainer does not support `{name}` yet: its rollouts bypass the per-prompt allocation. "
-                "Use GRPOTrainer for this run."
-            )
-    if train_dataset is None or not isinstance(train_dataset, Dataset):
-        raise TypeError(
-            f"AdaptiveGRPOTrainer needs a map-style datasets.Dataset as train_dataset (got "
-            f"{type(train_dataset).__name__}): prompt ids and the success-rate column are stored per row. "
-            "Materialise an IterableDataset with Dataset.from_generator or .take(n)."
-        )
-    if {"image", "images"} & set(train_dataset.column_names):
-        raise NotImplementedError("AdaptiveGRPOTrainer does not support multimodal (image) prompts yet.")
-    if args.use_vllm and "seed" in (args.generation_kwargs or {}):
-        raise ValueError(
-            "generation_kwargs['seed'] is set: with vLLM the trainer asks for each completion as its own copy of the "
-            "prompt with n=1, and a fixed seed makes every copy produce the same completion (zero-variance groups). "
-            "Remove the seed from generation_kwargs."
-        )
-
-
-def prepare_train_dataset(dataset: Dataset, id_column: str, rate_column: str) -> Dataset:
-    """Check the prompt column, add or validate stable prompt ids, and reset the success-rate column."""
-    if "prompt" not in dataset.column_names:
-        raise ValueError(f"train_dataset has no 'prompt' column (columns: {dataset.column_names}). Rename yours.")
-    if id_column in dataset.column_names:
-        ids = np.asarray(dataset[id_column])
-        if ids.dtype.kind not in "iu":
-            raise TypeError(
-                f"train_dataset column {id_column!r} must hold integers (stable prompt ids), got dtype {ids.dtype}. "
-                f"Drop it to let the trainer number the rows, or set prompt_id_column to another name."
-            )
-        unique, counts = np.unique(ids, return_counts=True)
-        if len(unique) != len(ids):
+    def _initial_statistics(self, statistics: PromptStatistics | None, args: AdaptiveGRPOConfig) -> PromptStatistics:
+        if statistics is None:
+            return PromptStatistics(success_threshold=args.success_threshold)
+        if statistics.success_threshold != args.success_threshold:
             raise ValueError(
-                f"train_dataset column {id_column!r} has duplicate ids, e.g. {unique[counts > 1][:5].tolist()}: "
-                "each row needs its own id (repeated prompt texts are fine, repeated ids are not)."
+                f"The statistics passed to AdaptiveGRPOTrainer count a success at reward >= "
+                f"{statistics.success_threshold}, but args.success_threshold={args.success_threshold}. Set "
+                f"success_threshold={statistics.success_threshold} in the config, or pass a store built with "
+                f"success_threshold={args.success_threshold}."
             )
-    else:
-        dataset = dataset.add_column(id_column, list(range(len(dataset))))
-    if rate_column in dataset.column_names:
-        kind = np.asarray(dataset[rate_column]).dtype.kind
-        if kind != "f":
-            raise TypeError(
-                f"train_dataset already has a column {rate_column!r} of dtype kind {kind!r}; the trainer writes "
-                "float success rates there. Rename your column or set success_rate_column to another name."
+        return statistics
+
+    def _check_fingerprints(self, ids: np.ndarray, source: str) -> None:
+        mismatched = self.prompt_statistics.fingerprint_mismatches(ids, self._fingerprints)
+        if len(mismatched):
+            raise ValueError(
+                f"{source} holds statistics for {len(mismatched)} prompt id(s) whose prompt text differs in this "
+                f"train_dataset (e.g. ids {np.asarray(mismatched)[:5].tolist()}): they were measured on other "
+                "prompts. Use the dataset the statistics came from, give the new prompts new ids (prompt_id_column), "
+                "or start with fresh statistics (a new output_dir, no resume_from_checkpoint)."
             )
-    return dataset

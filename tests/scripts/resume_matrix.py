@@ -1,0 +1,88 @@
+"""The resume matrix: a 3-epoch run that saves at EVERY step, then a run resumed from each of its checkpoints.
+
+Every resumed run must reproduce the uninterrupted run's allocations of every later step, its final statistics and
+its success-rate column; checkpoints fall mid-epoch, on an epoch's last step and on the run's last step. Used by
+``tests/test_resume.py`` in-process (one rank) and under ``accelerate launch`` (two ranks):
+
+    accelerate launch --multi_gpu --num_processes 2 ... tests/scripts/resume_matrix.py MODEL_DIR OUT_DIR
+
+Each rank writes ``OUT_DIR/rank{process_index}.json``: {"full": run, "resumed": {step: run}}, where a run is
+{"allocations": [[prompt ids, counts], ...] (main process only), "statistics": state_dict, "column": [...]}.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: trainer_helpers
+
+from accelerate import PartialState  # noqa: E402
+from datasets import Dataset  # noqa: E402
+from trainer_helpers import RecordingAllocator, reward_has_vowel_e, tiny_config_kwargs  # noqa: E402
+
+from trl_adaptive import AdaptiveGRPOConfig, AdaptiveGRPOTrainer  # noqa: E402
+from trl_adaptive.allocation import get_allocator  # noqa: E402
+
+NUM_PROMPTS = 4  # 2 prompts per generation batch: 2 steps per epoch, 6 steps in 3 epochs
+EPOCHS = 3
+
+
+def _dataset() -> Dataset:
+    return Dataset.from_dict({"prompt": [f"Question {i}: name a word with the letter e." for i in range(NUM_PROMPTS)]})
+
+
+def train(model_dir: str, output_dir: Path, num_processes: int, resume: str | None = None) -> dict:
+    allocator = RecordingAllocator(get_allocator("knapsack", max_rollouts=6))
+    args = AdaptiveGRPOConfig(
+        **tiny_config_kwargs(
+            str(output_dir),
+            per_device_train_batch_size=8 // num_processes,  # generation batch of 8 completions = 2 prompts x 4
+            max_steps=-1,
+            num_train_epochs=EPOCHS,
+            save_strategy="steps",
+            save_steps=1,
+        ),
+        allocator="knapsack",
+        max_rollouts=6,
+    )
+    trainer = AdaptiveGRPOTrainer(
+        model=model_dir, reward_funcs=reward_has_vowel_e, args=args, train_dataset=_dataset(), allocator=allocator
+    )
+    trainer.train(resume_from_checkpoint=resume)
+    column = [None if math.isnan(x) else x for x in trainer.train_dataset["success_rate"]]
+    return {
+        "allocations": allocator.history,
+        "statistics": trainer.prompt_statistics.state_dict(),
+        "column": column,
+        "epoch_count": trainer.prompt_statistics.epoch,
+    }
+
+
+def run_matrix(model_dir: str, out_dir: Path) -> dict:
+    # Not PartialState() before the first config: on a CPU-only launch it would report one process until
+    # TrainingArguments(use_cpu=True) sets up the gloo group.
+    num_processes = int(os.environ.get("WORLD_SIZE", "1"))
+    full_dir = out_dir / "full"
+    report = {"full": train(model_dir, full_dir, num_processes), "resumed": {}}
+    state = PartialState()
+    steps = EPOCHS * NUM_PROMPTS // 2
+    for step in range(1, steps + 1):
+        # A copy per resume, so a resumed run's own checkpoints never feed a later resume.
+        run_dir = out_dir / f"resume-{step}"
+        if state.is_main_process:
+            shutil.copytree(full_dir / f"checkpoint-{step}", run_dir / f"checkpoint-{step}")
+        state.wait_for_everyone()
+        report["resumed"][step] = train(model_dir, run_dir, num_processes, str(run_dir / f"checkpoint-{step}"))
+    return report
+
+
+if __name__ == "__main__":
+    model_dir, out = sys.argv[1], Path(sys.argv[2])
+    result = run_matrix(model_dir, out / "runs")
+    rank = PartialState().process_index
+    (out / f"rank{rank}.json").write_text(json.dumps(result))

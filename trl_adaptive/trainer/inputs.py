@@ -1,0 +1,137 @@
+"""Construction-time checks of AdaptiveGRPOTrainer's inputs: dataset, unsupported features, the allocator.
+
+Everything a user can get wrong before the first step fails here, naming the field and a fix that works.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from typing import Any
+
+import numpy as np
+from datasets import Dataset, DatasetDict, IterableDataset
+from trl import GRPOTrainer
+
+from ..allocation import Allocator, get_allocator
+from .config import AdaptiveGRPOConfig
+
+
+def build_allocator(args: AdaptiveGRPOConfig, dataset_size: int) -> Allocator:
+    kwargs = dict(args.allocator_kwargs or {})
+    kwargs.setdefault("min_rollouts", args.min_rollouts)
+    if args.max_rollouts is not None:
+        kwargs.setdefault("max_rollouts", args.max_rollouts)
+    if args.allocator == "cero":
+        kwargs.setdefault("num_epochs", _planned_epochs(args, dataset_size))
+    return get_allocator(args.allocator, **kwargs)
+
+
+def _planned_epochs(args: AdaptiveGRPOConfig, dataset_size: int) -> int:
+    """K, the epochs this run makes over the prompts: num_train_epochs, or what max_steps amounts to."""
+    if args.max_steps <= 0:
+        return max(1, math.ceil(args.num_train_epochs))
+    batches_per_epoch = dataset_size // (args.generation_batch_size // args.num_generations)
+    steps_per_epoch = batches_per_epoch * args.steps_per_generation * args.num_iterations
+    steps_per_epoch = max(1, steps_per_epoch // args.gradient_accumulation_steps)
+    return max(1, math.ceil(args.max_steps / steps_per_epoch))
+
+
+def reject_unsupported_features(
+    train_dataset: Any, args: AdaptiveGRPOConfig, positional: tuple[Any, ...], kwargs: dict[str, Any]
+) -> None:
+    """Fail at construction for TRL features whose data path this trainer does not (yet) serve."""
+    names = list(inspect.signature(GRPOTrainer.__init__).parameters)[5:]  # after self, model, reward_funcs, args, ds
+    passed = dict(zip(names, positional, strict=False)) | kwargs
+    for name in ("rollout_func", "tools", "environment_factory"):
+        if passed.get(name) is not None:
+            raise NotImplementedError(
+                f"AdaptiveGRPOTrainer does not support `{name}` yet: its rollouts bypass the per-prompt allocation. "
+                "Use GRPOTrainer for this run."
+            )
+    if isinstance(train_dataset, DatasetDict):
+        raise TypeError(
+            f"train_dataset is a DatasetDict with splits {list(train_dataset)}; pass one split, e.g. "
+            "train_dataset=dataset['train']."
+        )
+    if isinstance(train_dataset, IterableDataset):
+        raise TypeError(
+            "AdaptiveGRPOTrainer needs a map-style datasets.Dataset as train_dataset, got an IterableDataset: prompt "
+            "ids and the success-rate column are stored per row. Materialise it with "
+            "Dataset.from_list(list(iterable_dataset.take(n)))."
+        )
+    if not isinstance(train_dataset, Dataset):
+        raise TypeError(
+            f"AdaptiveGRPOTrainer needs a datasets.Dataset as train_dataset, got {type(train_dataset).__name__}. "
+            "Build one with Dataset.from_dict({'prompt': [...]}) or Dataset.from_list(rows)."
+        )
+    if {"image", "images"} & set(train_dataset.column_names):
+        raise NotImplementedError("AdaptiveGRPOTrainer does not support multimodal (image) prompts yet.")
+    if args.use_vllm and "seed" in (args.generation_kwargs or {}):
+        raise ValueError(
+            "generation_kwargs['seed'] is set: with vLLM the trainer asks for each completion as its own copy of the "
+            "prompt with n=1, and a fixed seed makes every copy produce the same completion (zero-variance groups). "
+            "Remove the seed from generation_kwargs."
+        )
+    if args.use_vllm:
+        from trl.generation import vllm_generation
+
+        if not vllm_generation.is_vllm_available():
+            raise ImportError(
+                "use_vllm=True but vLLM is not installed. On a GPU machine: pip install 'trl-adaptive[vllm]'. "
+                "On a CPU machine (a dry run of a server-mode config), start the stand-in server with "
+                "`trl-adaptive-serve --model <path>` and run your script as "
+                "`python -m trl_adaptive.serving.cpu_seam your_script.py ...` (see docs/serving.md); or set "
+                "use_vllm=False to generate with transformers."
+            )
+
+
+def prepare_train_dataset(dataset: Dataset, id_column: str, rate_column: str) -> tuple[Dataset, np.ndarray | None]:
+    """Check the prompt column, add or validate stable prompt ids, and read the success-rate column as a prior.
+
+    Returns the dataset (with an id column) and the prior success rate of each row (NaN = unknown), or None when the
+    dataset has no success-rate column.
+    """
+    if "prompt" not in dataset.column_names:
+        raise ValueError(f"train_dataset has no 'prompt' column (columns: {dataset.column_names}). Rename yours.")
+    if id_column in dataset.column_names:
+        raw = dataset[id_column]
+        missing = [i for i, v in enumerate(raw) if v is None]
+        if missing:
+            raise ValueError(
+                f"train_dataset column {id_column!r} has no id at rows {missing[:5]}: every row needs an integer "
+                "prompt id. Fill them in, or drop the column to let the trainer number the rows."
+            )
+        ids = np.asarray(raw)
+        if ids.dtype.kind not in "iu":
+            raise TypeError(
+                f"train_dataset column {id_column!r} must hold integers (stable prompt ids), got values like "
+                f"{raw[0]!r} (dtype {ids.dtype}). Drop it to let the trainer number the rows, or set "
+                "prompt_id_column to another name."
+            )
+        unique, counts = np.unique(ids, return_counts=True)
+        if len(unique) != len(ids):
+            raise ValueError(
+                f"train_dataset column {id_column!r} has duplicate ids, e.g. {unique[counts > 1][:5].tolist()}: "
+                "each row needs its own id (repeated prompt texts are fine, repeated ids are not)."
+            )
+    else:
+        dataset = dataset.add_column(id_column, list(range(len(dataset))))
+    if rate_column not in dataset.column_names:
+        return dataset, None
+    raw = dataset[rate_column]
+    values = np.asarray([np.nan if v is None else v for v in raw])
+    if values.dtype.kind != "f":
+        raise TypeError(
+            f"train_dataset column {rate_column!r} is read as each prompt's prior success rate and must hold floats "
+            f"in [0, 1] (NaN or None = unknown), got values like {raw[0]!r} (dtype {values.dtype}). Convert it (e.g. "
+            f"dataset.cast_column({rate_column!r}, Value('float64'))), or set success_rate_column to another name."
+        )
+    bad = np.flatnonzero(~np.isnan(values) & ((values < 0) | (values > 1)))
+    if len(bad):
+        raise ValueError(
+            f"train_dataset column {rate_column!r} holds success rates outside [0, 1], e.g. "
+            f"{values[bad[:3]].tolist()} at rows {bad[:3].tolist()}. It is read as each prompt's prior success rate: "
+            "rescale it to [0, 1] (NaN = unknown), or set success_rate_column to another name."
+        )
+    return dataset, values.astype(np.float64)
