@@ -17,18 +17,42 @@ NUM_PROCESSES = 2
 TIMEOUT_S = 300
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
 
 
-def _launch_once(script: Path, model_dir: Path, report_dir: Path, *script_args: str) -> subprocess.CompletedProcess:
-    command = [
+def run_command(command: list[str], timeout_s: int = TIMEOUT_S, **env_extra: str) -> subprocess.CompletedProcess:
+    """Run ``command`` from the repository root, offline, in its own session; kill the whole group on timeout."""
+    env = dict(os.environ)
+    env.update(
+        HF_HUB_OFFLINE="1",
+        OMP_NUM_THREADS="1",
+        TOKENIZERS_PARALLELISM="false",
+        CUDA_VISIBLE_DEVICES="",
+        PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")])),
+        **env_extra,
+    )
+    process = subprocess.Popen(
+        command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+    )
+    try:
+        output, _ = process.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        output, _ = process.communicate()
+        pytest.fail(f"{command[:5]} did not finish within {timeout_s} s (deadlock?). Output tail:\n{output[-4000:]}")
+    return subprocess.CompletedProcess(command, process.returncode, output)
+
+
+def accelerate_launch_command(*script_and_args: str) -> list[str]:
+    """``accelerate launch`` on two CPU ranks: ``--multi_gpu`` with no GPU gives gloo (``--cpu`` starts ONE)."""
+    return [
         sys.executable,
         "-m",
         "accelerate.commands.launch",
-        "--multi_gpu",  # with no GPU this gives MULTI_CPU on gloo; --cpu would silently start ONE process
+        "--multi_gpu",
         "--num_processes",
         str(NUM_PROCESSES),
         "--num_machines",
@@ -38,31 +62,9 @@ def _launch_once(script: Path, model_dir: Path, report_dir: Path, *script_args: 
         "--dynamo_backend",
         "no",
         "--main_process_port",
-        str(_free_port()),
-        str(script),
-        str(model_dir),
-        str(report_dir),
-        *script_args,
+        str(free_port()),
+        *script_and_args,
     ]
-    env = dict(os.environ)
-    env.update(
-        HF_HUB_OFFLINE="1",
-        OMP_NUM_THREADS="1",
-        TOKENIZERS_PARALLELISM="false",
-        CUDA_VISIBLE_DEVICES="",
-        PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")])),
-    )
-    # A new session, so that on timeout the launcher and both ranks can be killed as one process group.
-    process = subprocess.Popen(
-        command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
-    )
-    try:
-        output, _ = process.communicate(timeout=TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        output, _ = process.communicate()
-        pytest.fail(f"2-rank training did not finish within {TIMEOUT_S} s (deadlock?). Output tail:\n{output[-4000:]}")
-    return subprocess.CompletedProcess(command, process.returncode, output)
 
 
 def launch_two_ranks(script: Path, model_dir: Path, report_dir: Path, *script_args: str) -> list[dict]:
@@ -74,7 +76,7 @@ def launch_two_ranks(script: Path, model_dir: Path, report_dir: Path, *script_ar
     """
     for attempt in range(2):
         attempt_dir = report_dir / f"attempt{attempt}"
-        result = _launch_once(script, model_dir, attempt_dir, *script_args)
+        result = run_command(accelerate_launch_command(str(script), str(model_dir), str(attempt_dir), *script_args))
         reports = [attempt_dir / f"rank{rank}.json" for rank in range(NUM_PROCESSES)]
         finished = all(path.exists() for path in reports)
         if result.returncode == 0 or not finished or attempt == 1:

@@ -248,3 +248,20 @@ def test_readme_training_example_runs_with_a_local_model(tiny_model_dir, tmp_pat
     namespace: dict = {}
     exec(compile(example, "README.md", "exec"), namespace)  # noqa: S102 - our own README
     assert len(namespace["trainer"].train_dataset["success_rate"]) == len(namespace["dataset"])
+
+
+@pytest.mark.parametrize(
+    ("knobs", "warns"),
+    [
+        ({"gradient_accumulation_steps": 2, "save_steps": 1}, False),  # steps_per_generation = GA: every step ends one
+        ({"steps_per_generation": 2, "per_device_train_batch_size": 4, "save_steps": 1}, True),
+        ({"steps_per_generation": 2, "per_device_train_batch_size": 4, "save_steps": 2}, False),
+    ],
+)
+def test_save_steps_inside_a_generation_batch_warns(tiny_model_dir, tmp_path, knobs, warns):
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _build(tiny_model_dir, tmp_path, save_strategy="steps", **knobs)
+    assert any("do not end on a generation batch" in str(w.message) for w in caught) == warns

@@ -123,10 +123,10 @@ class ReinforceAdaEstAllocator(Allocator):
             never-solved prompt's 1 / p~ (about 97 after 80 failures) can take the batch; the cap prevents that.
         weighting: ``"hybrid"`` (w = p~^(-1/2) plus residual weights) or ``"inverse"`` (w = p~^(-1), no weights).
         unseen_weight: how prompts nothing is known of (no scored completion and no prior, ``stats.evidence == 0``)
-            are weighted. ``"batch_mean"`` (default) gives them the mean w of the batch's seen prompts, so an unseen prompt gets
-            about the uniform share B / M, neither hard nor easy (DESIGN 2.2: unseen prompts are not hard). A batch
-            of unseen prompts only (the first epoch) is split uniformly. ``"prior"`` uses the prior's p~ = 1 / 17
-            like the official code, which treats every new prompt as a hard one.
+            are weighted. ``"batch_mean"`` (default) gives them the mean w of the batch's seen prompts, so an unseen
+            prompt gets about the uniform share B / M, neither hard nor easy (DESIGN 2.2: unseen prompts are not
+            hard). A batch of unseen prompts only (the first epoch) is split uniformly. ``"prior"`` uses the prior's
+            p~ = 1 / 17 like the official code, which treats every new prompt as a hard one.
 
     Warning:
         Departs from the official code: a cap per prompt, no "+1 for everyone then trim", unseen prompts weighted

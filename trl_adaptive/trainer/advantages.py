@@ -62,6 +62,7 @@ def group_advantages(
     num_groups: int,
     scale_rewards: str = "group",
     multi_objective_aggregation: str = "sum_then_normalize",
+    reference: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> GroupAdvantages:
     """GRPO advantages with variable group sizes, for every ``scale_rewards`` x ``multi_objective_aggregation`` mode.
 
@@ -74,12 +75,17 @@ def group_advantages(
         scale_rewards: ``"group"`` (divide by the group std), ``"batch"`` (by the batch std) or ``"none"``.
         multi_objective_aggregation: ``"sum_then_normalize"`` or ``"normalize_then_sum"`` (per-group, per-function
             z-score, weighted sum, then a batch z-score), as in TRL.
+        reference: optional ``(rewards_per_func, group_ids)`` of a larger sample of the same groups (Reinforce-Ada
+            Seq: every completion drawn); each group's mean and std then come from it instead of the trained rows.
     """
     weights = reward_weights.to(rewards_per_func.device).unsqueeze(0)
     unscorable = torch.isnan(rewards_per_func).all(dim=1)
     total_rewards = (rewards_per_func * weights).nansum(dim=1)
     total_rewards[unscorable] = torch.nan
-    group_mean, group_std = segment_mean_std(total_rewards, group_ids, num_groups)
+    ref_per_func, ref_groups = reference if reference is not None else (rewards_per_func, group_ids)
+    ref_total = (ref_per_func * weights).nansum(dim=1)
+    ref_total[torch.isnan(ref_per_func).all(dim=1)] = torch.nan
+    group_mean, group_std = segment_mean_std(ref_total, ref_groups, num_groups)
 
     if multi_objective_aggregation == "sum_then_normalize":
         advantages = total_rewards - group_mean[group_ids]
@@ -93,7 +99,7 @@ def group_advantages(
         elif scale_rewards != "none":
             raise ValueError(f"scale_rewards={scale_rewards!r}: must be one of 'group', 'batch' or 'none'.")
     elif multi_objective_aggregation == "normalize_then_sum":
-        mean_k, std_k = segment_mean_std(rewards_per_func, group_ids, num_groups)
+        mean_k, std_k = segment_mean_std(ref_per_func, ref_groups, num_groups)
         reward_k = (rewards_per_func - mean_k[group_ids]) / (std_k[group_ids] + 1e-4)
         normalized = (reward_k * weights).nansum(dim=1)
         normalized[unscorable] = torch.nan

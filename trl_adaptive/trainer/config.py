@@ -47,6 +47,13 @@ class AdaptiveGRPOConfig(GRPOConfig):
     success_rate_prior_weight (`float`, *optional*, defaults to `8.0`):
         Weight of a success-rate column given in the dataset, in pseudo-observations: a prior rate p counts as
         `weight * p` successes out of `weight` completions (docs/statistics.md). `0` ignores the column as input.
+    dynamic_sampling (`bool`, *optional*, defaults to `False`):
+        DAPO dynamic sampling with any plan-ahead allocator: drop groups whose completions are all successes or all
+        failures, draw further prompts from the training data and generate for them until the batch is full
+        (docs/trainer.md, "Sampling in rounds").
+    dynamic_sampling_max_rounds (`int`, *optional*, defaults to `3`):
+        Extra generation rounds dynamic sampling may take per batch; at the bound the batch is filled with dropped
+        groups' completions (zero advantage), logged and warned about once, never an error.
     log_allocations (`bool`, *optional*, defaults to `True`):
         Append each generation batch's prompt ids, counts, success rates and scored successes to
         `output_dir/allocations.jsonl` (main process), the input of run reports.
@@ -94,6 +101,14 @@ class AdaptiveGRPOConfig(GRPOConfig):
         default=False,
         metadata={"help": "Scale each completion's advantage by mean_n / n_i so every prompt weighs the same."},
     )
+    dynamic_sampling: bool = field(
+        default=False,
+        metadata={"help": "DAPO dynamic sampling: replace all-correct / all-wrong groups by further prompts."},
+    )
+    dynamic_sampling_max_rounds: int = field(
+        default=3,
+        metadata={"help": "Most extra generation rounds per batch for dynamic sampling; then fill and warn."},
+    )
     log_allocations: bool = field(
         default=True,
         metadata={"help": "Append each generation batch's counts and rates to output_dir/allocations.jsonl."},
@@ -123,6 +138,11 @@ class AdaptiveGRPOConfig(GRPOConfig):
             raise ValueError(
                 f"success_rate_prior_weight={self.success_rate_prior_weight!r}: must be a number >= 0 (pseudo-"
                 "observations; 0 ignores the dataset's success-rate column as a prior)."
+            )
+        if not isinstance(self.dynamic_sampling_max_rounds, int) or self.dynamic_sampling_max_rounds < 0:
+            raise ValueError(
+                f"dynamic_sampling_max_rounds={self.dynamic_sampling_max_rounds!r}: must be an integer >= 0 (extra "
+                "generation rounds per batch)."
             )
         for bound in ("min_rollouts", "max_rollouts"):
             given = (self.allocator_kwargs or {}).get(bound)

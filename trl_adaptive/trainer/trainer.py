@@ -29,6 +29,7 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from trl import GRPOTrainer
 
 from ..allocation import Allocator, prompts_per_status
+from ..hub import extend_model_card
 from ..stats import PromptStatistics, prompt_fingerprint
 from .advantages import group_advantages
 from .allocation_log import append_allocation_record
@@ -106,13 +107,19 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
         super().__init__(model, reward_funcs, args, train_dataset, *positional, **kwargs)
         self.add_callback(SuccessRateCallback(self))
         self.refresh_success_rate_column()
-        if args.save_strategy == "steps" and args.save_steps % (args.steps_per_generation * args.num_iterations):
-            warnings.warn(
-                f"save_steps={args.save_steps} is not a multiple of steps_per_generation x num_iterations = "
-                f"{args.steps_per_generation * args.num_iterations}: a checkpoint inside a generation batch resumes "
-                "by generating that batch again, so the resumed run will not reproduce the uninterrupted one exactly.",
-                stacklevel=2,
-            )
+        # A generation batch spans steps_per_generation x num_iterations micro-batches; save_steps counts optimizer
+        # steps.
+        per_generation = args.steps_per_generation * args.num_iterations
+        if args.save_strategy == "steps" and args.save_steps >= 1:
+            if (int(args.save_steps) * args.gradient_accumulation_steps) % per_generation:
+                warnings.warn(
+                    f"save_steps={args.save_steps} optimizer steps (x gradient_accumulation_steps="
+                    f"{args.gradient_accumulation_steps} micro-batches) do not end on a generation batch of "
+                    f"{per_generation} micro-batches (steps_per_generation x num_iterations): a checkpoint inside a "
+                    "generation batch resumes by generating that batch again, so the resumed run will not reproduce "
+                    "the uninterrupted one exactly.",
+                    stacklevel=2,
+                )
 
     # ---------------------------------------------------------------------------------------------------------------
     # Overrides of GRPOTrainer's private hooks (trl 1.16; pinned by tests/test_trl_contract.py)
@@ -437,3 +444,12 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
                 "prompts. Use the dataset the statistics came from, give the new prompts new ids (prompt_id_column), "
                 "or start with fresh statistics (a new output_dir, no resume_from_checkpoint)."
             )
+
+    def create_model_card(self, model_name=None, dataset_name=None, tags=None, statistics_repo_id=None) -> None:
+        """TRL's GRPO card (base_trainer.py) plus an "Adaptive allocation" section (allocator, hyperparameters,
+        budget, final allocation statistics) and the allocator's paper in the citations (``trl_adaptive/hub.py``)."""
+        if model_name is None:  # as GRPOTrainer._save_checkpoint names it
+            model_name = (self.args.hub_model_id or self.args.output_dir).rstrip("/").split("/")[-1]
+        super().create_model_card(model_name=model_name, dataset_name=dataset_name, tags=tags)
+        if self.is_world_process_zero():
+            extend_model_card(os.path.join(self.args.output_dir, "README.md"), self, statistics_repo_id)
