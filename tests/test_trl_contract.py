@@ -22,6 +22,7 @@ PINNED_HOOKS = {
         "has_tool_images",
     ],
     "_get_train_sampler": ["self", "dataset"],
+    "_generate": ["self", "prompts"],
     "_save_checkpoint": ["self", "model", "trial"],
     "_load_optimizer_and_scheduler": ["self", "checkpoint"],
     # transformers.Trainer hooks (reached through GRPOTrainer): epoch closing, sampler reseeding, crash-safe resume.
@@ -71,6 +72,15 @@ def test_grpo_internals_we_read_still_exist():
     assert "rewards.view(-1, num_generations)" in source
     assert 'self._metrics[mode]["frac_reward_zero_std"]' in source
     assert "mini_repeat_count=self.num_generations" in source
+    # The pass after rounds replays completions through these two calls, each made once per batch by the parent.
+    parent = inspect.getsource(GRPOTrainer._generate_and_score_completions)
+    assert parent.count("self._generate(prompts)") == 1
+    assert parent.count("self._calculate_rewards(") == 1
+    # ... and relies on the shape of what _generate returns.
+    assert (
+        "return prompt_ids, completion_ids, tool_mask, completions, logprobs, extra_fields, images, tool_images"
+        in (inspect.getsource(GRPOTrainer._generate))
+    )
 
 
 def test_transformers_save_order_we_rely_on():

@@ -4,10 +4,12 @@ Every resumed run must reproduce the uninterrupted run's allocations of every la
 its success-rate column; checkpoints fall mid-epoch, on an epoch's last step and on the run's last step. Used by
 ``tests/test_resume.py`` in-process (one rank) and under ``accelerate launch`` (two ranks):
 
-    accelerate launch --multi_gpu --num_processes 2 ... tests/scripts/resume_matrix.py MODEL_DIR OUT_DIR
+    accelerate launch --multi_gpu --num_processes 2 ... tests/scripts/resume_matrix.py MODEL_DIR OUT_DIR [MODE]
 
-Each rank writes ``OUT_DIR/rank{process_index}.json``: {"full": run, "resumed": {step: run}}, where a run is
-{"allocations": [[prompt ids, counts], ...] (main process only), "statistics": state_dict, "column": [...]}.
+MODE: ``knapsack`` (default), ``dynamic`` (knapsack with DAPO dynamic sampling: prompts drawn within a step) or
+``seq`` (Reinforce-Ada Seq-Balance: sampling in rounds). Each rank writes ``OUT_DIR/rank{process_index}.json``:
+{"full": run, "resumed": {step: run}}, where a run is {"allocations": [[step, prompt ids, counts], ...] from
+``allocations.jsonl`` (main process only), "statistics": state_dict, "column": [...]}.
 """
 
 from __future__ import annotations
@@ -23,10 +25,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: trainer_
 
 from accelerate import PartialState  # noqa: E402
 from datasets import Dataset  # noqa: E402
-from trainer_helpers import RecordingAllocator, reward_has_vowel_e, tiny_config_kwargs  # noqa: E402
+from trainer_helpers import reward_has_vowel_e, tiny_config_kwargs  # noqa: E402
 
 from trl_adaptive import AdaptiveGRPOConfig, AdaptiveGRPOTrainer  # noqa: E402
-from trl_adaptive.allocation import get_allocator  # noqa: E402
+from trl_adaptive.trainer.allocation_log import ALLOCATION_LOG_FILE, read_allocation_log  # noqa: E402
+
+MODES = {
+    "knapsack": {"allocator": "knapsack", "max_rollouts": 6},
+    "dynamic": {"allocator": "knapsack", "max_rollouts": 6, "dynamic_sampling": True},
+    "seq": {"allocator": "reinforce_ada_seq_balance", "allocator_kwargs": {"round_size": 4, "max_rollouts": 12}},
+}
 
 NUM_PROMPTS = 4  # 2 prompts per generation batch: 2 steps per epoch, 6 steps in 3 epochs
 EPOCHS = 3
@@ -36,8 +44,7 @@ def _dataset() -> Dataset:
     return Dataset.from_dict({"prompt": [f"Question {i}: name a word with the letter e." for i in range(NUM_PROMPTS)]})
 
 
-def train(model_dir: str, output_dir: Path, num_processes: int, resume: str | None = None) -> dict:
-    allocator = RecordingAllocator(get_allocator("knapsack", max_rollouts=6))
+def train(model_dir: str, output_dir: Path, num_processes: int, mode: str, resume: str | None = None) -> dict:
     args = AdaptiveGRPOConfig(
         **tiny_config_kwargs(
             str(output_dir),
@@ -47,28 +54,29 @@ def train(model_dir: str, output_dir: Path, num_processes: int, resume: str | No
             save_strategy="steps",
             save_steps=1,
         ),
-        allocator="knapsack",
-        max_rollouts=6,
+        **MODES[mode],
     )
     trainer = AdaptiveGRPOTrainer(
-        model=model_dir, reward_funcs=reward_has_vowel_e, args=args, train_dataset=_dataset(), allocator=allocator
+        model=model_dir, reward_funcs=reward_has_vowel_e, args=args, train_dataset=_dataset()
     )
     trainer.train(resume_from_checkpoint=resume)
     column = [None if math.isnan(x) else x for x in trainer.train_dataset["success_rate"]]
+    log = output_dir / ALLOCATION_LOG_FILE
+    records = read_allocation_log(str(log)) if log.exists() else []
     return {
-        "allocations": allocator.history,
+        "allocations": [[r["step"], r["prompt_ids"], r["counts"]] for r in records],
         "statistics": trainer.prompt_statistics.state_dict(),
         "column": column,
         "epoch_count": trainer.prompt_statistics.epoch,
     }
 
 
-def run_matrix(model_dir: str, out_dir: Path) -> dict:
+def run_matrix(model_dir: str, out_dir: Path, mode: str = "knapsack") -> dict:
     # Not PartialState() before the first config: on a CPU-only launch it would report one process until
     # TrainingArguments(use_cpu=True) sets up the gloo group.
     num_processes = int(os.environ.get("WORLD_SIZE", "1"))
     full_dir = out_dir / "full"
-    report = {"full": train(model_dir, full_dir, num_processes), "resumed": {}}
+    report = {"full": train(model_dir, full_dir, num_processes, mode), "resumed": {}}
     state = PartialState()
     steps = EPOCHS * NUM_PROMPTS // 2
     for step in range(1, steps + 1):
@@ -77,12 +85,13 @@ def run_matrix(model_dir: str, out_dir: Path) -> dict:
         if state.is_main_process:
             shutil.copytree(full_dir / f"checkpoint-{step}", run_dir / f"checkpoint-{step}")
         state.wait_for_everyone()
-        report["resumed"][step] = train(model_dir, run_dir, num_processes, str(run_dir / f"checkpoint-{step}"))
+        resume = str(run_dir / f"checkpoint-{step}")
+        report["resumed"][step] = train(model_dir, run_dir, num_processes, mode, resume)
     return report
 
 
 if __name__ == "__main__":
     model_dir, out = sys.argv[1], Path(sys.argv[2])
-    result = run_matrix(model_dir, out / "runs")
+    result = run_matrix(model_dir, out / "runs", sys.argv[3] if len(sys.argv) > 3 else "knapsack")
     rank = PartialState().process_index
     (out / f"rank{rank}.json").write_text(json.dumps(result))

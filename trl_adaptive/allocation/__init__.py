@@ -12,6 +12,13 @@ from .base import (
 from .cero import CeroAllocator
 from .knapsack import KnapsackAllocator
 from .reinforce_ada import ReinforceAdaEstAllocator
+from .sequential import (
+    ReinforceAdaSeqBalanceAllocator,
+    ReinforceAdaSeqPosAllocator,
+    SequentialAllocator,
+    dynamic_sampling_keep,
+    is_success,
+)
 from .solvers import knapsack_objective, solve_dp, solve_greedy
 from .uniform import UniformAllocator
 from .value import info_gain, marginal_gains, mixed_group_demand, prob_nonzero_gradient, value, value_table
@@ -22,9 +29,14 @@ __all__ = [
     "KnapsackAllocator",
     "PromptBatchStats",
     "ReinforceAdaEstAllocator",
+    "ReinforceAdaSeqBalanceAllocator",
+    "ReinforceAdaSeqPosAllocator",
+    "SequentialAllocator",
     "UniformAllocator",
+    "dynamic_sampling_keep",
     "get_allocator",
     "info_gain",
+    "is_success",
     "knapsack_objective",
     "largest_remainder",
     "marginal_gains",

@@ -29,6 +29,7 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from trl import GRPOTrainer
 
 from ..allocation import Allocator, prompts_per_status
+from ..allocation.sequential import SequentialAllocator
 from ..hub import extend_model_card
 from ..stats import PromptStatistics, prompt_fingerprint
 from .advantages import group_advantages
@@ -38,6 +39,7 @@ from .checkpoint import STATE_FILE, is_complete, newest_complete_checkpoint, rea
 from .config import AdaptiveGRPOConfig
 from .dispatch import expand_counts, rank_slice
 from .inputs import build_allocator, prepare_train_dataset, reject_unsupported_features
+from .rounds import run_rounds, total_rewards
 from .sampler import EpochSeededRepeatSampler
 
 
@@ -103,6 +105,15 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
         self._epochs_closed = 0  # trainer epochs whose statistics have been closed (end_epoch) in this run
         self._current_epoch = 0
         self._resumed_epochs_trained = 0
+        self._samples_in_rounds = args.dynamic_sampling or isinstance(self.allocator, SequentialAllocator)
+        if args.dynamic_sampling and isinstance(self.allocator, SequentialAllocator):
+            raise ValueError(
+                f"dynamic_sampling=True with allocator {self.allocator.name!r}: Reinforce-Ada Seq already samples "
+                "until each prompt shows signal. Use dynamic_sampling with a plan-ahead allocator (knapsack, uniform, "
+                "reinforce_ada_est, cero), or drop it."
+            )
+        self._replay: tuple | None = None  # (what _generate returns, gathered rewards) for the pass after rounds
+        self._warned_dynamic_fill = False
 
         super().__init__(model, reward_funcs, args, train_dataset, *positional, **kwargs)
         self.add_callback(SuccessRateCallback(self))
@@ -192,7 +203,14 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
         return super()._generate_single_turn(prompt_ids, images, multimodal_fields, num_generations, has_tool_images)
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
-        """Unchanged; keeps the gathered ``(T, K)`` rewards so the advantages can be recomputed per variable group."""
+        """Unchanged; keeps the gathered ``(T, K)`` rewards so the advantages can be recomputed per variable group.
+
+        In the training pass after rounds, returns the rewards already computed for the chosen completions (reward
+        functions are not called twice: they may be slow or random)."""
+        if self._replay is not None:
+            rewards_per_func = self._replay[1].to(self.accelerator.device)
+            self._rewards_per_func = rewards_per_func
+            return rewards_per_func
         rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
         self._rewards_per_func = rewards_per_func
         return rewards_per_func
@@ -212,9 +230,15 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
         total = self.args.generation_batch_size
         prompt_rows = self._unique_prompt_rows(inputs)
         prompt_ids = np.array([row[self.args.prompt_id_column] for row in prompt_rows], dtype=np.int64)
-        counts, weights, success_rates, solve_seconds = self._allocate(prompt_ids, total)
-
-        group_ids = expand_counts(counts, self.args.seed, self.state.global_step)
+        plan = None
+        if self._samples_in_rounds:
+            plan = run_rounds(self, prompt_rows, prompt_ids)  # generates and scores; the parent replays its choice
+            prompt_rows, prompt_ids, counts, group_ids = plan.prompt_rows, plan.prompt_ids, plan.counts, plan.group_ids
+            weights, solve_seconds = None, 0.0
+            success_rates = self.prompt_statistics.success_rates(prompt_ids)
+        else:
+            counts, weights, success_rates, solve_seconds = self._allocate(prompt_ids, total)
+            group_ids = expand_counts(counts, self.args.seed, self.state.global_step)
         local = rank_slice(total, self.accelerator.num_processes, self.accelerator.process_index)
         local_rows = [copy.copy(prompt_rows[g]) for g in group_ids[local]]  # the parent mutates rows (extra fields)
         current_rates = self.prompt_statistics.success_rates(prompt_ids)
@@ -222,7 +246,10 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
             row[self.args.success_rate_column] = float(current_rates[g])  # reward functions see the live rate
 
         self._rewards_per_func = None
+        if plan is not None:
+            self._replay = (plan.replay(local), plan.rewards_per_func())
         output = super()._generate_and_score_completions(local_rows)
+        self._replay = None
         rewards_per_func = self._rewards_per_func
         if rewards_per_func is None or tuple(rewards_per_func.shape) != (total, len(self.reward_funcs)):
             raise RuntimeError(
@@ -232,6 +259,10 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
             )
 
         group_ids_t = torch.as_tensor(group_ids, device=rewards_per_func.device)
+        reference = None
+        if plan is not None and plan.baseline_from_all:  # Seq: each baseline from every completion drawn
+            all_groups = torch.as_tensor(plan.generated.all_group_ids, device=rewards_per_func.device)
+            reference = (plan.generated.all_rewards_per_func.to(rewards_per_func), all_groups)
         result = group_advantages(
             rewards_per_func,
             self.reward_weights,
@@ -239,15 +270,36 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
             len(prompt_rows),
             self.scale_rewards,
             self.multi_objective_aggregation,
+            reference=reference,
         )
         advantages = result.advantages * self._completion_scale(counts, weights, group_ids).to(result.advantages)
         output["advantages"] = advantages[local]
 
         rewards = result.rewards.cpu().numpy().astype(np.float64)
         self._record_allocation(prompt_ids, counts, success_rates, group_ids, rewards)
-        self.prompt_statistics.update(prompt_ids[group_ids], rewards)
+        if plan is None:
+            self.prompt_statistics.update(prompt_ids[group_ids], rewards)
+        else:  # every completion generated is evidence, counted once per step
+            all_rewards = total_rewards(plan.generated.all_rewards_per_func, self.reward_weights)
+            self.prompt_statistics.update(prompt_ids[plan.generated.all_group_ids], all_rewards)
+            self._log_rounds(plan)
         self._log_allocation(counts, group_ids, rewards, result, advantages, success_rates, solve_seconds)
         return output
+
+    def _generate(self, prompts):
+        """Unchanged, except in the training pass after rounds: hand back the completions the rounds chose."""
+        if self._replay is not None:
+            return self._replay[0]
+        return super()._generate(prompts)
+
+    def _log_rounds(self, plan) -> None:
+        metrics = self._metrics["train"]
+        generated = len(plan.generated.samples)
+        for name, value in plan.metrics.items():
+            metrics[name].append(value)
+        metrics["rounds/generated"].append(float(generated))
+        metrics["rounds/trained"].append(float(len(plan.selected)))
+        metrics["rounds/inference_ratio"].append(generated / len(plan.selected))
 
     def _save_checkpoint(self, model, trial):
         """Writes ``adaptive_state.json`` FIRST, then lets TRL write the rest; see ``checkpoint.py`` for why this order

@@ -1,0 +1,209 @@
+"""Sampling in rounds in the trainer: Reinforce-Ada Seq and DAPO dynamic sampling, on scripted rewards.
+
+A scripted reward gives each prompt a fixed sequence of successes (1.0) and failures (0.0), consumed in the order the
+prompt's completions are scored, so the exit rules, the number of rounds and what is trained are known in advance.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+
+import numpy as np
+import pytest
+from datasets import Dataset
+from trainer_helpers import tiny_config_kwargs
+
+from trl_adaptive import AdaptiveGRPOConfig, AdaptiveGRPOTrainer
+from trl_adaptive.allocation import get_allocator
+from trl_adaptive.serving import StandInVLLMServer, patch_trl_for_stand_in_server
+
+PROMPTS = ["never solved", "always solved", "solved at its 6th try", "mixed from the start"]
+SCRIPTS = {
+    "never solved": [0.0] * 100,
+    "always solved": [1.0] * 100,
+    "solved at its 6th try": [0.0] * 5 + [1.0] * 95,
+    "mixed from the start": [1.0, 0.0] * 50,
+}
+
+
+class ScriptedReward:
+    """Reward of the k-th scored completion of a prompt = SCRIPTS[prompt][k]; records every call."""
+
+    __name__ = "scripted"
+
+    def __init__(self) -> None:
+        self.position: dict[str, int] = defaultdict(int)
+        self.calls: list[list[str]] = []
+
+    def __call__(self, prompts, completions, **kwargs):
+        self.calls.append(list(prompts))
+        rewards = []
+        for prompt in prompts:
+            rewards.append(SCRIPTS[prompt][self.position[prompt]])
+            self.position[prompt] += 1
+        return rewards
+
+
+SEQ_POS = {
+    "allocator": "reinforce_ada_seq_pos",
+    "allocator_kwargs": {"round_size": 4, "max_rollouts": 12, "inference_cap": 8.0},
+}
+
+
+def _dataset(prompts=PROMPTS) -> Dataset:
+    return Dataset.from_dict({"prompt": list(prompts)})
+
+
+def _trainer(model_dir, tmp_path, reward, dataset=None, **config):
+    kwargs = tiny_config_kwargs(str(tmp_path), **{"per_device_train_batch_size": 16, "max_steps": 1, **config})
+    args = AdaptiveGRPOConfig(**kwargs)
+    return AdaptiveGRPOTrainer(
+        model=str(model_dir), reward_funcs=reward, args=args, train_dataset=dataset or _dataset()
+    )
+
+
+def _last_train_log(trainer) -> dict:
+    return next(log for log in reversed(trainer.state.log_history) if "rounds/per_step" in log)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Reinforce-Ada Seq
+# ---------------------------------------------------------------------------------------------------------------------
+def test_seq_pos_samples_until_one_success_within_the_caps(tiny_model_dir, tmp_path):
+    """4 prompts x n=4 = 16 trained; rounds of 4 up to 12 per prompt. Never-solved: 3 rounds (12); always solved:
+    1 round; solved at the 6th try: 2 rounds (8: its 6th completion is in round 2); mixed: 1 round."""
+    reward = ScriptedReward()
+    trainer = _trainer(
+        tiny_model_dir,
+        tmp_path,
+        reward,
+        **SEQ_POS,
+    )
+    trainer.train()
+    attempts = trainer.prompt_statistics.batch(range(4)).attempts
+    assert attempts.tolist() == [12.0, 4.0, 8.0, 4.0]  # every generated completion is evidence, counted once
+    log = _last_train_log(trainer)
+    assert log["rounds/per_step"] == 3 and log["rounds/generated"] == 28 and log["rounds/trained"] == 16
+    assert log["rounds/prompts_finished"] == 3 and log["rounds/prompts_unfinished"] == 1
+    assert len(reward.calls) == 3  # one scoring call per round, none again in the training pass
+    assert [len(c) for c in reward.calls] == [16, 8, 4]
+
+
+def test_seq_balance_trains_a_balanced_subset_with_the_full_sample_baseline(tiny_model_dir, tmp_path):
+    """Balance with n=4: done at >= 2 successes and >= 2 failures. 'solved at its 6th try' draws 8 (5 fails, 3
+    successes), trains 2 + 2, and its baseline is the mean of all 8: 3/8."""
+    reward = ScriptedReward()
+    trainer = _trainer(
+        tiny_model_dir,
+        tmp_path,
+        reward,
+        allocator="reinforce_ada_seq_balance",
+        allocator_kwargs={"round_size": 4, "max_rollouts": 12, "inference_cap": 8.0},
+        scale_rewards="none",
+    )
+    captured = {}
+    original = trainer._generate_and_score_completions
+
+    def record(inputs):
+        output = original(inputs)
+        captured["advantages"] = output["advantages"].clone()
+        captured["rewards"] = trainer._rewards_per_func.clone()
+        return output
+
+    trainer._generate_and_score_completions = record
+    trainer.train()
+    attempts = trainer.prompt_statistics.batch(range(4)).attempts.tolist()
+    assert attempts == [12.0, 12.0, 8.0, 4.0]
+    rewards = captured["rewards"][:, 0]
+    assert len(rewards) == 16
+    # Advantages are reward - mean over ALL completions drawn for the prompt (scale_rewards="none").
+    means = {0: 0.0, 1: 1.0, 2: 3 / 8, 3: 0.5}
+    expected = sorted(float(r - m) for r, m in zip(rewards.tolist(), _group_means(trainer, means), strict=True))
+    np.testing.assert_allclose(sorted(captured["advantages"].tolist()), expected, atol=1e-6)
+
+
+def _group_means(trainer, means):
+    """The per-row baseline in dispatch order (rounds trains prompt-major with n per prompt)."""
+    return [means[g] for g in range(4) for _ in range(trainer.num_generations)]
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# DAPO dynamic sampling
+# ---------------------------------------------------------------------------------------------------------------------
+def test_dynamic_sampling_replaces_zero_variance_groups(tiny_model_dir, tmp_path):
+    """8 prompts, 2 per batch of 8 completions: a batch holding a solved or unsolvable prompt draws another."""
+    prompts = PROMPTS * 2
+    dataset = Dataset.from_dict({"prompt": prompts})
+    reward = ScriptedReward()
+    trainer = _trainer(
+        tiny_model_dir,
+        tmp_path,
+        reward,
+        dataset,
+        per_device_train_batch_size=8,
+        allocator="uniform",
+        dynamic_sampling=True,
+        max_steps=3,
+    )
+    trainer.train()
+    logs = [log for log in trainer.state.log_history if "dynamic_sampling/groups_dropped" in log]
+    assert len(logs) == 3
+    assert any(log["dynamic_sampling/prompts_drawn"] > 0 for log in logs)
+    # A batch is trained on mixed groups only unless the bound was hit.
+    for log in logs:
+        if log["dynamic_sampling/filled"] == 0:
+            assert log["frac_reward_zero_std"] == 0
+
+
+def test_dynamic_sampling_on_all_wrong_data_finishes_with_a_warning(tiny_model_dir, tmp_path):
+    dataset = Dataset.from_dict({"prompt": ["never solved"] * 8, "prompt_id": list(range(8))})
+    with pytest.warns(UserWarning, match="filled with completions of dropped"):
+        trainer = _trainer(
+            tiny_model_dir,
+            tmp_path,
+            ScriptedReward(),
+            dataset,
+            per_device_train_batch_size=8,
+            allocator="knapsack",
+            max_rollouts=6,
+            dynamic_sampling=True,
+            dynamic_sampling_max_rounds=2,
+            max_steps=2,
+        )
+        trainer.train()
+    logs = [log for log in trainer.state.log_history if "dynamic_sampling/filled" in log]
+    assert [log["dynamic_sampling/filled"] for log in logs] == [8.0, 8.0]
+    assert all(log["rounds/per_step"] == 3 for log in logs)
+    assert math.isfinite(trainer.state.log_history[-1]["train_loss"])
+
+
+def test_dynamic_sampling_rejects_a_sequential_allocator(tiny_model_dir, tmp_path):
+    with pytest.raises(ValueError, match="already samples"):
+        _trainer(tiny_model_dir, tmp_path, ScriptedReward(), allocator="reinforce_ada_seq_pos", dynamic_sampling=True)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Server mode: one request per round
+# ---------------------------------------------------------------------------------------------------------------------
+def test_server_mode_sends_one_request_per_round(tiny_model_dir, tmp_path):
+    with patch_trl_for_stand_in_server(), StandInVLLMServer(tiny_model_dir) as server:
+        reward = ScriptedReward()
+        trainer = _trainer(
+            tiny_model_dir,
+            tmp_path,
+            reward,
+            **SEQ_POS,
+            use_vllm=True,
+            vllm_mode="server",
+            vllm_server_base_url=server.url,
+        )
+        trainer.train()
+        generations = server.requests_to("/v1/completions")
+    assert [(r.summary["num_prompts"], r.summary["n"]) for r in generations] == [(16, 1), (8, 1), (4, 1)]
+
+
+def test_round_allocators_are_registered():
+    for name in ("reinforce_ada_seq_pos", "reinforce_ada_seq_balance"):
+        allocator = get_allocator(name)
+        assert allocator.allocate(np.full(4, np.nan), 16).tolist() == [4, 4, 4, 4]
