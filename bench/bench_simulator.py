@@ -5,11 +5,19 @@ Prints markdown tables for docs/benchmarks.md ("Learning-signal simulator"):
 1. per learning rule, on the default difficulty mix: effective-gradient ratio (all steps, and epochs >= 2 only,
    since epoch 1 has no statistics), each with its ratio to uniform measured on the same seeds; zero-gradient shares
    from all-correct / all-wrong groups; final mean true p; prompts converted from observed p = 0;
-2. sensitivity: the epochs >= 2 ratio to uniform for every difficulty mix x learning rule.
+2. sensitivity: the epochs >= 2 ratio to uniform for every difficulty mix x learning rule;
+3. strategies that generate more than they train, at the same TRAINING budget B = M * n: Reinforce-Ada Seq-Pos and
+   Seq-Balance (rounds, then n selected per prompt) and DAPO dynamic sampling around uniform and knapsack, with the
+   effective-gradient ratio per TRAINED completion and per GENERATED completion and the generated / trained ratio,
+   for every learning rule, every mix, and the paper's group size n = 4.
+
+Tables 1-2 list the plan-ahead allocators only (a round-based allocator's ``allocate`` is a uniform placeholder);
+table 3 is where the round-based ones are compared.
 
 Usage:
-    .venv/bin/python bench/bench_simulator.py            # 2000 prompts, 256 per step, n = 8, 5 epochs, 5 seeds
-    .venv/bin/python bench/bench_simulator.py --quick    # a smaller smoke run
+    .venv/bin/python bench/bench_simulator.py                 # 2000 prompts, 256 per step, n = 8, 5 epochs, 5 seeds
+    .venv/bin/python bench/bench_simulator.py --quick         # a smaller smoke run
+    .venv/bin/python bench/bench_simulator.py --rounds-only   # table 3 only
 """
 
 from __future__ import annotations
@@ -23,9 +31,9 @@ from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from trl_adaptive.allocation import get_allocator, registered_allocators
+from trl_adaptive.allocation import SequentialAllocator, get_allocator, registered_allocators
 from trl_adaptive.allocation.base import Allocator
-from trl_adaptive.sim import MIXES, RULE_KINDS, STATUSES, LearningRule, compare
+from trl_adaptive.sim import MIXES, RULE_KINDS, STATUSES, DynamicSampling, LearningRule, compare
 
 
 @dataclass
@@ -46,6 +54,8 @@ class Args:
     """processes"""
     quick: bool = False
     """smoke run: 600 prompts, 64 per step, 3 epochs, 2 seeds"""
+    rounds_only: bool = False
+    """only table 3 (Seq and dynamic sampling at equal training budget)"""
 
 
 def parse_args() -> Args:
@@ -64,11 +74,13 @@ def parse_args() -> Args:
 
 
 def allocator_specs(epochs: int) -> dict[str, str | Allocator]:
-    """Every registered allocator with its defaults, plus Knapsack without its fallback when the class supports it.
+    """Every registered plan-ahead allocator with its defaults, plus Knapsack without its fallback when supported.
 
-    CERO is told the run's number of epochs (its K, TRL's ``num_train_epochs``), as the trainer would.
+    CERO is told the run's number of epochs (its K, TRL's ``num_train_epochs``), as the trainer would. Round-based
+    allocators (Reinforce-Ada Seq) are left to :func:`rounds_specs`.
     """
-    names = ["uniform"] + [name for name in registered_allocators() if name != "uniform"]
+    plan_ahead = [name for name in registered_allocators() if not isinstance(get_allocator(name), SequentialAllocator)]
+    names = ["uniform"] + [name for name in plan_ahead if name != "uniform"]
     specs: dict[str, str | Allocator] = {name: name for name in names}
     if "cero" in specs and "num_epochs" in inspect.signature(type(get_allocator("cero"))).parameters:
         specs["cero"] = get_allocator("cero", num_epochs=epochs)
@@ -76,6 +88,19 @@ def allocator_specs(epochs: int) -> dict[str, str | Allocator]:
         knapsack = get_allocator("knapsack")
         if "fallback" in inspect.signature(type(knapsack)).parameters:
             specs["knapsack (fallback=False)"] = get_allocator("knapsack", fallback=False)
+    return specs
+
+
+def rounds_specs() -> dict[str, str | Allocator | DynamicSampling]:
+    """Table 3: the references, every round-based allocator, and dynamic sampling around uniform and knapsack."""
+    specs: dict[str, str | Allocator | DynamicSampling] = {"uniform": "uniform"}
+    plan = ["knapsack"] if "knapsack" in registered_allocators() else []
+    specs.update({name: name for name in plan})
+    specs.update(
+        {name: name for name in registered_allocators() if isinstance(get_allocator(name), SequentialAllocator)}
+    )
+    for name in ["uniform", *plan]:
+        specs[f"{name} + dynamic sampling"] = DynamicSampling(name)
     return specs
 
 
@@ -141,6 +166,80 @@ SENSITIVITY_RULES["per_completion, lr x3"] = LearningRule(kind="per_completion",
 SENSITIVITY_RULES["per_completion, transfer 0"] = LearningRule(kind="per_completion", transfer=0.0)
 
 
+def rounds_table(rows: list[dict[str, Any]]) -> str:
+    header = (
+        "| strategy | generated / trained | eff.-grad. per trained | vs uniform | vs uniform, epochs ≥ 2 "
+        "| eff.-grad. per generated | vs uniform | vs uniform, epochs ≥ 2 | zero-grad all-correct "
+        "| zero-grad all-wrong | rounds / step | DS fill share | Seq unfinished / step | final mean p "
+        "| converted from p=0 | initially-hard final p |"
+    )
+    lines = [header, "|" + "---|" * (header.count("|") - 1)]
+    for r in rows:
+        lines.append(
+            f"| {r['allocator']} | {r['generated_over_trained']:.2f} | {r['effective_gradient_ratio']:.3f} "
+            f"| {fmt_ratio(r, 'effective_gradient_ratio')} | {fmt_ratio(r, 'effective_gradient_ratio_after_first')} "
+            f"| {r['effective_gradient_ratio_per_generated']:.3f} "
+            f"| {fmt_ratio(r, 'effective_gradient_ratio_per_generated')} "
+            f"| {fmt_ratio(r, 'effective_gradient_ratio_per_generated_after_first')} "
+            f"| {r['zero_grad_all_correct']:.3f} | {r['zero_grad_all_wrong']:.3f} | {r['rounds_per_step']:.2f} "
+            f"| {r['filled_share']:.3f} | {r['unfinished_prompts']:.1f} | {r['final_mean_p']:.3f} "
+            f"| {r['converted_from_zero']:.0f} | {r['hard_final_mean_p']:.4f} |"
+        )
+    return "\n".join(lines)
+
+
+def rounds_cell(row: dict[str, Any]) -> str:
+    """per trained vs uniform / per generated vs uniform / generated over trained / final mean p (epochs >= 2)."""
+    return (
+        f"{row['effective_gradient_ratio_after_first_vs_baseline']:.2f} / "
+        f"{row['effective_gradient_ratio_per_generated_after_first_vs_baseline']:.2f} / "
+        f"{row['generated_over_trained']:.2f} / {row['final_mean_p']:.3f}"
+    )
+
+
+def run_rounds(args: Args, sizes: dict[str, int], pool: Executor) -> None:
+    """Table 3: equal TRAINING budget, strategies that generate more than they train."""
+    specs = rounds_specs()
+    seeds = list(range(args.seeds))
+    print(
+        "\n## Equal training budget: Reinforce-Ada Seq and dynamic sampling (learning rule `per_completion`, mix "
+        f"`dapo`, {args.seeds} seeds)\n"
+    )
+    rows = compare(specs, seeds, executor=pool, learning_rule="per_completion", mix="dapo", **sizes)
+    print(rounds_table(rows))
+    print("\nMean N_i GENERATED by the prompt's status in the store when allocated (epochs ≥ 2):\n")
+    print(status_table(rows))
+
+    labels = list(specs)
+    cell_doc = "per trained vs uniform / per generated vs uniform / generated over trained / final mean p"
+    print(f"\nEvery learning rule, mix `dapo`, {args.seeds} seeds; epochs ≥ 2; each cell: {cell_doc}\n")
+    lines = ["| strategy | " + " | ".join(f"`{rule}`" for rule in RULE_KINDS) + " |", "|---|" + "---|" * 4]
+    by_rule = {
+        rule: {r["allocator"]: r for r in compare(specs, seeds, executor=pool, learning_rule=rule, **sizes)}
+        for rule in RULE_KINDS
+    }
+    for label in labels:
+        lines.append(f"| {label} | " + " | ".join(rounds_cell(by_rule[rule][label]) for rule in RULE_KINDS) + " |")
+    print("\n".join(lines))
+
+    sens_seeds = list(range(args.sensitivity_seeds))
+    print(f"\nEvery mix, rule `per_completion`, {args.sensitivity_seeds} seeds; epochs ≥ 2; each cell: {cell_doc}\n")
+    lines = ["| strategy | " + " | ".join(f"`{mix}`" for mix in MIXES) + " |", "|---|" + "---|" * len(MIXES)]
+    by_mix = {
+        mix: {r["allocator"]: r for r in compare(specs, sens_seeds, executor=pool, mix=mix, **sizes)} for mix in MIXES
+    }
+    for label in labels:
+        lines.append(f"| {label} | " + " | ".join(rounds_cell(by_mix[mix][label]) for mix in MIXES) + " |")
+    print("\n".join(lines))
+
+    paper = {**sizes, "num_generations": 4}
+    print(
+        f"\n## The paper's group size: n = 4 (B = {args.batch_prompts * 4} per step), rule `per_completion`, mix "
+        f"`dapo`, {args.seeds} seeds\n"
+    )
+    print(rounds_table(compare(specs, seeds, executor=pool, learning_rule="per_completion", mix="dapo", **paper)))
+
+
 def main(args: Args) -> None:
     specs = allocator_specs(args.epochs)
     sizes = {
@@ -157,7 +256,9 @@ def main(args: Args) -> None:
     )
     start = time.perf_counter()
     with ProcessPoolExecutor(max_workers=args.workers) as pool:
-        run(args, specs, sizes, pool)
+        if not args.rounds_only:
+            run(args, specs, sizes, pool)
+        run_rounds(args, sizes, pool)
     print(f"\nTotal wall time: {time.perf_counter() - start:.1f} s on {args.workers} worker(s).")
 
 

@@ -207,3 +207,51 @@ def test_round_allocators_are_registered():
     for name in ("reinforce_ada_seq_pos", "reinforce_ada_seq_balance"):
         allocator = get_allocator(name)
         assert allocator.allocate(np.full(4, np.nan), 16).tolist() == [4, 4, 4, 4]
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# CERO with pacing: its price decides which prompts are sampled
+# ---------------------------------------------------------------------------------------------------------------------
+def _cero_prompt_sets(model_dir, tmp_path, eta_mu, pacing):
+    from trainer_helpers import make_dataset, reward_has_vowel_e
+
+    from trl_adaptive.trainer.allocation_log import ALLOCATION_LOG_FILE, read_allocation_log
+
+    trainer = _trainer(
+        model_dir,
+        tmp_path,
+        reward_has_vowel_e,
+        make_dataset(8),
+        per_device_train_batch_size=8,
+        max_steps=4,
+        allocator="cero",
+        max_rollouts=6,
+        allocator_kwargs={"eta_mu": eta_mu, "pacing": pacing},
+    )
+    trainer.train()
+    records = read_allocation_log(str(tmp_path / ALLOCATION_LOG_FILE))
+    return [(r["prompt_ids"], r["counts"]) for r in records], trainer
+
+
+def test_cero_price_step_changes_the_allocation_only_with_pacing(tiny_model_dir, tmp_path):
+    slow, _ = _cero_prompt_sets(tiny_model_dir, tmp_path / "slow", 1e-6, True)
+    fast, trainer = _cero_prompt_sets(tiny_model_dir, tmp_path / "fast", 10.0, True)
+    assert slow != fast  # a high price skips the batch's prompts and draws others
+    assert any(len(ids) > 2 for ids, _ in fast) and all(len(ids) == 2 for ids, _ in slow)
+    assert all(sum(counts) == 8 for _, counts in slow + fast)  # every step still spends exactly B
+    assert any("allocation/cero_mu" in log for log in trainer.state.log_history)
+    fixed_slow, _ = _cero_prompt_sets(tiny_model_dir, tmp_path / "fixed-slow", 1e-6, False)
+    fixed_fast, _ = _cero_prompt_sets(tiny_model_dir, tmp_path / "fixed-fast", 10.0, False)
+    assert fixed_slow == fixed_fast  # the fixed-prompt mapping: mu changes nothing
+
+
+def test_cero_paced_allocation_prefers_wanted_prompts():
+    from trl_adaptive.allocation import CeroAllocator, PromptBatchStats
+
+    cero = CeroAllocator(max_rollouts=8)
+    stats = PromptBatchStats.from_success_rates([0.0, 1.0, 0.5, 0.5])  # q = 0 for the first two: c tiny
+    cero.mu = 0.04  # c = 0.25 q: 0.020 for Beta(1, 9) and Beta(9, 1), 0.057 for Beta(5, 5)
+    assert cero.wanted(stats).tolist() == [False, False, True, True]
+    counts = cero.allocate_paced(stats, 16, num_sampled=2)  # the sampler's two prompts are priced out
+    assert counts.tolist() == [0, 0, 8, 8]
+    assert cero.mu < 0.04  # the sampler's prompts asked for nothing: the price falls

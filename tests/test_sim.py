@@ -2,14 +2,25 @@
 
 from __future__ import annotations
 
+import doctest
 from dataclasses import dataclass
 
 import numpy as np
 import pytest
 
-from trl_adaptive.allocation import registered_allocators
+import trl_adaptive.sim as sim_module
+from trl_adaptive.allocation import get_allocator, registered_allocators
 from trl_adaptive.allocation.base import Allocator, PromptBatchStats, largest_remainder
-from trl_adaptive.sim import RULE_KINDS, DifficultyMix, LearningRule, compare, group_metrics, simulate
+from trl_adaptive.sim import (
+    RULE_KINDS,
+    DifficultyMix,
+    DynamicSampling,
+    LearningRule,
+    compare,
+    group_metrics,
+    seq_advantage_weights,
+    simulate,
+)
 
 SMALL = {"num_prompts": 256, "batch_prompts": 64, "num_generations": 8, "epochs": 2}
 
@@ -163,3 +174,108 @@ def test_knapsack_beats_uniform_after_first_epoch():
     uniform = np.mean([simulate("uniform", seed=seed, **sizes).summary[key] for seed in range(5)])
     knapsack = np.mean([simulate("knapsack", seed=seed, **sizes).summary[key] for seed in range(5)])
     assert knapsack > 1.12 * uniform, (knapsack, uniform)
+
+
+# ---- strategies that generate more than they train: Reinforce-Ada Seq and DAPO dynamic sampling ---------------------
+SEQ = ("reinforce_ada_seq_pos", "reinforce_ada_seq_balance")
+
+
+@pytest.mark.parametrize("name", SEQ)
+def test_seq_trains_the_budget_and_generates_within_the_cap(name):
+    result = simulate(name, seed=2, **SMALL)
+    budget = SMALL["batch_prompts"] * SMALL["num_generations"]
+    cap = get_allocator(name).inference_cap
+    np.testing.assert_array_equal(result.budget_used, budget)
+    assert np.all(result.generated >= budget) and np.all(result.generated <= cap * budget)
+    assert np.all(result.max_count <= 32) and np.all(result.rounds >= 2)
+    # Per generated = completions trained in mixed groups / completions generated.
+    np.testing.assert_allclose(
+        result.effective_gradient_ratio_per_generated, result.effective_gradient_ratio * budget / result.generated
+    )
+    total = result.effective_gradient_ratio + result.zero_grad_all_correct + result.zero_grad_all_wrong
+    np.testing.assert_allclose(total, 1.0)
+    assert result.summary["generated_over_trained"] == pytest.approx(result.generated.sum() / (budget * len(total)))
+    # A balanced selection is mixed exactly when the prompt's pool is: n completions per prompt, mixed or not.
+    np.testing.assert_allclose(result.effective_prompt_ratio, result.effective_gradient_ratio)
+
+
+def test_seq_with_one_round_is_uniform():
+    # inference_cap = 1 with round_size = n: one round of n, all selected, the same draws as uniform.
+    seq = get_allocator("reinforce_ada_seq_balance", inference_cap=1.0)
+    a, b = simulate("uniform", seed=5, **SMALL), simulate(seq, seed=5, **SMALL)
+    np.testing.assert_array_equal(b.generated, a.budget_used)
+    np.testing.assert_array_equal(a.effective_gradient_ratio, b.effective_gradient_ratio)
+    np.testing.assert_allclose(a.p_final, b.p_final)
+
+
+def test_seq_beats_uniform_per_trained_completion_and_pays_in_generation():
+    key = "effective_gradient_ratio"
+    uniform = simulate("uniform", seed=0, **SMALL).summary
+    for name in SEQ:
+        seq = simulate(name, seed=0, **SMALL).summary
+        assert seq[key] > 1.1 * uniform[key], (name, seq[key], uniform[key])
+        assert seq["generated_over_trained"] > 1.2
+        assert seq["effective_gradient_ratio_per_generated"] < seq[key]
+
+
+def test_dynamic_sampling_without_extra_rounds_is_the_plain_allocator():
+    for name in ("uniform", "knapsack"):
+        if name not in registered_allocators():
+            continue
+        plain, wrapped = (
+            simulate(name, seed=3, **SMALL),
+            simulate(DynamicSampling(name, max_rounds=0), seed=3, **SMALL),
+        )
+        for key in ("effective_gradient_ratio", "zero_grad_all_wrong", "p_final", "converted_from_zero"):
+            np.testing.assert_array_equal(getattr(plain, key), getattr(wrapped, key))
+        np.testing.assert_array_equal(wrapped.generated, wrapped.budget_used)
+
+
+@pytest.mark.parametrize("name", ["uniform", "knapsack"])
+def test_dynamic_sampling_trains_the_budget_and_keeps_mixed_groups(name):
+    if name not in registered_allocators():
+        pytest.skip(f"{name} allocator not available")
+    budget = SMALL["batch_prompts"] * SMALL["num_generations"]
+    plain = simulate(name, seed=4, **SMALL)
+    result = simulate(DynamicSampling(name, max_rounds=3), seed=4, **SMALL)
+    np.testing.assert_array_equal(result.budget_used, budget)
+    assert np.all(result.generated >= budget) and np.all(result.rounds <= 4)
+    # Everything trained is a kept (mixed) group or fill: the fill is exactly the zero-gradient share.
+    np.testing.assert_allclose(
+        result.zero_grad_all_correct + result.zero_grad_all_wrong, result.filled / budget, atol=1e-12
+    )
+    assert result.summary["effective_gradient_ratio"] > 1.5 * plain.summary["effective_gradient_ratio"]
+    assert result.summary["generated_over_trained"] > 1.2
+    again = simulate(DynamicSampling(name, max_rounds=3), seed=4, **SMALL)
+    np.testing.assert_array_equal(result.p_final, again.p_final)
+
+
+def test_dynamic_sampling_refuses_a_round_based_allocator():
+    with pytest.raises(ValueError, match="plan-ahead"):
+        simulate(DynamicSampling("reinforce_ada_seq_pos"), seed=0, **SMALL)
+    with pytest.raises(ValueError, match="max_rounds"):
+        DynamicSampling("uniform", max_rounds=-1)
+
+
+def test_compare_reports_both_ratios_against_uniform():
+    rows = compare({"seq": "reinforce_ada_seq_pos", "ds": DynamicSampling("uniform")}, seeds=[0, 1], **SMALL)
+    by = {r["allocator"]: r for r in rows}
+    assert by["uniform"]["effective_gradient_ratio_per_generated_vs_baseline"] == pytest.approx(1.0)
+    assert by["uniform"]["generated_over_trained"] == pytest.approx(1.0)
+    for label in ("seq", "ds"):
+        row = by[label]
+        assert row["generated_over_trained"] > 1.0
+        assert row["effective_gradient_ratio_per_generated"] < row["effective_gradient_ratio"]
+
+
+def test_seq_advantage_weights_reduce_to_one_without_downsampling():
+    counts, k, p = np.array([8, 8, 8, 8]), np.array([1, 4, 7, 0]), np.array([0.1, 0.5, 0.9, 0.2])
+    np.testing.assert_allclose(seq_advantage_weights(counts, k, counts, k, p), 1.0)
+    # A balanced subset of a hard pool: the pool baseline gives a larger push than the subset's own mean would.
+    w = seq_advantage_weights(np.array([4]), np.array([2]), np.array([32]), np.array([1]), np.array([1 / 32]))
+    assert w[0] > 2.0
+
+
+def test_sim_doctests():
+    result = doctest.testmod(sim_module)
+    assert result.attempted > 0 and result.failed == 0

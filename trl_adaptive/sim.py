@@ -48,6 +48,7 @@ from typing import Any, Literal, Protocol
 import numpy as np
 
 from trl_adaptive.allocation.base import Allocator, PromptBatchStats, get_allocator
+from trl_adaptive.allocation.sequential import SequentialAllocator, dynamic_sampling_keep, is_success
 
 RuleKind = Literal["per_completion", "per_group", "sqrt", "advantage"]
 RULE_KINDS: tuple[RuleKind, ...] = ("per_completion", "per_group", "sqrt", "advantage")
@@ -260,6 +261,37 @@ STEP_METRICS: tuple[str, ...] = (
 )
 
 
+@dataclass(frozen=True)
+class DynamicSampling:
+    """DAPO dynamic sampling around a plan-ahead allocator: a spec for :func:`simulate` and :func:`compare`.
+
+    One step, as ``AdaptiveGRPOTrainer(dynamic_sampling=True)`` (``trl_adaptive/trainer/rounds.py``): the allocator
+    splits B over the step's M prompts; groups that are all correct or all wrong by the success rule are dropped;
+    while the kept groups hold fewer than B completions and fewer than ``max_rounds`` extra rounds were taken, further
+    prompts are drawn from the dataset uniformly at random (seeded; never one already in the step), the same allocator
+    splits the missing completions over them (about one prompt per n missing, within its bounds), and their mixed
+    groups are kept. A batch still short after ``max_rounds`` is filled with completions of dropped groups (zero
+    gradient), group by group in generation order. Training always sees exactly B completions; generation takes
+    B plus the extra rounds.
+
+    Attributes:
+        allocator: a registered name or a plan-ahead :class:`Allocator` instance (not a round-based one).
+        max_rounds: the most extra generation rounds per step (the trainer's ``dynamic_sampling_max_rounds``).
+
+    Example:
+        >>> result = simulate(DynamicSampling("uniform"), num_prompts=256, batch_prompts=64, epochs=1, seed=0)
+        >>> bool(np.all(result.budget_used == 512)), bool(np.all(result.generated >= 512))
+        (True, True)
+    """
+
+    allocator: str | Allocator = "uniform"
+    max_rounds: int = 3
+
+    def __post_init__(self) -> None:
+        if isinstance(self.max_rounds, bool) or not isinstance(self.max_rounds, int) or self.max_rounds < 0:
+            raise ValueError(f"max_rounds={self.max_rounds!r}: must be an integer >= 0 (extra rounds per step).")
+
+
 @dataclass
 class SimulationResult:
     """Per-step metrics of one run (arrays of shape ``(steps,)``) and a summary.
@@ -267,14 +299,24 @@ class SimulationResult:
     Attributes:
         epoch: epoch index (0-based) of each step.
         effective_gradient_ratio, zero_grad_all_correct, zero_grad_all_wrong, effective_prompt_ratio: see
-            :func:`group_metrics`.
-        budget_used: completions generated in the step (always B).
-        max_count: the largest N_i of the step; skipped_prompts: prompts of the batch given N_i = 0.
+            :func:`group_metrics`, over the step's TRAINED completions (all of them for a plan-ahead allocator; the
+            selected n per prompt for Seq; kept plus filled groups for dynamic sampling).
+        effective_gradient_ratio_per_generated: completions trained in mixed groups / completions generated in the
+            step; equals ``effective_gradient_ratio`` for a plan-ahead allocator, which trains all it generates.
+        budget_used: completions trained in the step (always B).
+        generated: completions generated in the step (B for a plan-ahead allocator, B to 4B for Seq, B plus the
+            extra rounds for dynamic sampling).
+        rounds: generation rounds in the step (1 for a plan-ahead allocator).
+        filled: dynamic sampling only: completions of dropped (zero-gradient) groups used to fill the batch.
+        unfinished: Seq only: prompts whose exit rule did not hold when the rounds stopped.
+        max_count: the largest N_i generated for one prompt in the step; skipped_prompts: prompts of the batch given
+            N_i = 0.
         converted_from_zero: cumulative number of prompts that had been scored at least once with no success ever
             (the store's p = 0 status) and have now produced a success.
         mean_p: mean true p_i over the whole population after the step's update.
-        allocate_seconds: wall time of ``allocate`` (not deterministic; excluded from comparisons).
-        mean_count_by_status: mean N_i per observed status of the prompt when it was allocated (keys of
+        allocate_seconds: wall time of the allocator's calls (``allocate``; ``round_counts`` and ``select`` for Seq),
+            not deterministic and excluded from comparisons.
+        mean_count_by_status: mean N_i generated per observed status of the prompt when it was allocated (keys of
             :data:`STATUSES`: unseen, p = 0, (0, 0.2], (0.2, 0.8), [0.8, 1), p = 1 by the store's last-epoch rate),
             over epochs >= 2; NaN for a status that never occurred.
         p_initial, p_final: ``(num_prompts,)`` true p_i before the first and after the last step.
@@ -294,12 +336,40 @@ class SimulationResult:
     allocate_seconds: np.ndarray
     p_initial: np.ndarray
     p_final: np.ndarray
+    effective_gradient_ratio_per_generated: np.ndarray
+    generated: np.ndarray
+    rounds: np.ndarray
+    filled: np.ndarray
+    unfinished: np.ndarray
     mean_count_by_status: dict[str, float] = field(default_factory=dict)
     summary: dict[str, float] = field(default_factory=dict)
 
 
+@dataclass
+class _Step:
+    """What one step generated and trained, whatever the strategy (plan-ahead, Seq rounds, dynamic sampling)."""
+
+    # Prompts trained on, aligned: stable ids, completions trained, successes among them, advantage multipliers.
+    trained_ids: np.ndarray
+    trained: np.ndarray
+    trained_successes: np.ndarray
+    weights: np.ndarray | None
+    # Prompts generated for (each once per step), aligned: ids, their store rate at allocation, completions, successes.
+    generated_ids: np.ndarray
+    generated_rates: np.ndarray
+    generated: np.ndarray
+    generated_successes: np.ndarray
+    # One entry per generated completion: its prompt id and reward (the store sees every scored completion).
+    completion_ids: np.ndarray
+    rewards: np.ndarray
+    seconds: float
+    rounds: int = 1
+    filled: int = 0
+    unfinished: int = 0
+
+
 def simulate(
-    allocator: str | Allocator,
+    allocator: str | Allocator | DynamicSampling,
     *,
     num_prompts: int = 2000,
     batch_prompts: int = 256,
@@ -311,23 +381,35 @@ def simulate(
     hard_threshold: float = 0.01,
     statistics_factory: Callable[[], StatisticsStore] | None = None,
 ) -> SimulationResult:
-    """Run one allocator on a simulated prompt population at budget B = batch_prompts * num_generations per step.
+    """Run one allocator on a simulated prompt population at training budget B = batch_prompts * num_generations.
+
+    Three kinds of strategy, all training exactly B completions per step:
+
+    - a plan-ahead :class:`Allocator` (uniform, knapsack, Est, CERO): ``allocate`` splits B, every completion trains;
+    - a round-based :class:`~trl_adaptive.allocation.sequential.SequentialAllocator` (Reinforce-Ada Seq-Pos /
+      Seq-Balance): rounds as in :func:`sample_in_rounds`, then n = ``num_generations`` selected per prompt; the
+      baseline is computed from all of a prompt's completions, which only the ``"advantage"`` rule models (see
+      :func:`seq_advantage_weights`);
+    - :class:`DynamicSampling` around a plan-ahead allocator (DAPO).
 
     Args:
-        allocator: a registered name (``get_allocator(name)``) or an instance; an instance is deep-copied, so a
-            stateful allocator (CERO's duals) starts from the given state and the caller's object is not mutated.
+        allocator: a registered name (``get_allocator(name)``), an instance, or a :class:`DynamicSampling`; an
+            instance is deep-copied, so a stateful allocator (CERO's duals) starts from the given state and the
+            caller's object is not mutated.
         num_prompts: size of the dataset.
         batch_prompts: M, unique prompts per step.
-        num_generations: n; the budget per step is B = M * n, as for GRPO with ``num_generations = n``.
+        num_generations: n; the training budget per step is B = M * n, as for GRPO with ``num_generations = n``.
         epochs: passes over the dataset; each has ``num_prompts // batch_prompts`` steps (the incomplete last batch
-            is dropped, as TRL's ``RepeatSampler`` does).
-        seed: seeds three independent generators (population, sampling order, rewards). Two allocators run with the
-            same seed see the same population and the same batches, so their differences are paired.
+            is dropped, as TRL's ``RepeatSampler`` does). Prompts drawn by dynamic sampling come on top.
+        seed: seeds independent generators (population, sampling order, rewards, dynamic sampling's draws, Seq's
+            selection). Two allocators run with the same seed see the same population and the same batches, so their
+            differences are paired.
         learning_rule: a :class:`LearningRule` or the ``kind`` of one with default ``lr`` / ``transfer``.
         mix: a :class:`DifficultyMix` or a key of :data:`MIXES`.
         hard_threshold: prompts with initial true p below it count as "initially hard" in the summary.
         statistics_factory: builds the statistics store the allocator reads; default
-            ``trl_adaptive.stats.PromptStatistics()``, the trainer's store.
+            ``trl_adaptive.stats.PromptStatistics()``, the trainer's store. It is updated once per step with every
+            completion generated (as the trainer's round loop does).
 
     Returns:
         a :class:`SimulationResult`.
@@ -336,12 +418,21 @@ def simulate(
         raise ValueError(f"Need 0 < batch_prompts <= num_prompts, got {batch_prompts} and {num_prompts}.")
     if num_generations < 2 or epochs < 1:
         raise ValueError(f"Need num_generations >= 2 and epochs >= 1, got {num_generations} and {epochs}.")
-    alloc = get_allocator(allocator) if isinstance(allocator, str) else copy.deepcopy(allocator)
+    dynamic = allocator if isinstance(allocator, DynamicSampling) else None
+    spec = dynamic.allocator if dynamic is not None else allocator
+    alloc = get_allocator(spec) if isinstance(spec, str) else copy.deepcopy(spec)
+    sequential = isinstance(alloc, SequentialAllocator)
+    if dynamic is not None and sequential:
+        raise ValueError(
+            f"DynamicSampling({alloc.name!r}): Reinforce-Ada Seq already samples until each prompt shows signal; "
+            "wrap a plan-ahead allocator (uniform, knapsack, ...) instead."
+        )
     rule = LearningRule(kind=learning_rule) if isinstance(learning_rule, str) else learning_rule
     difficulty = MIXES[mix] if isinstance(mix, str) else mix
     store = (statistics_factory or _default_store)()
 
-    population_rng, order_rng, reward_rng = np.random.default_rng(seed).spawn(3)
+    # The first three generators are those of a plan-ahead run, so adding strategies changed none of its numbers.
+    population_rng, order_rng, reward_rng, draw_rng, select_rng = np.random.default_rng(seed).spawn(5)
     p_initial = difficulty.sample(num_prompts, population_rng)
     logits = _logit(p_initial)
     budget = batch_prompts * num_generations
@@ -354,8 +445,13 @@ def simulate(
     converted = 0
 
     columns: dict[str, np.ndarray] = {name: np.zeros(total_steps) for name in STEP_METRICS}
+    per_generated = np.zeros(total_steps)
     epoch_of = np.zeros(total_steps, dtype=np.int64)
     budget_used = np.zeros(total_steps, dtype=np.int64)
+    generated = np.zeros(total_steps, dtype=np.int64)
+    rounds = np.zeros(total_steps, dtype=np.int64)
+    filled = np.zeros(total_steps, dtype=np.int64)
+    unfinished = np.zeros(total_steps, dtype=np.int64)
     max_count = np.zeros(total_steps, dtype=np.int64)
     skipped = np.zeros(total_steps, dtype=np.int64)
     converted_col = np.zeros(total_steps, dtype=np.int64)
@@ -369,39 +465,43 @@ def simulate(
         order = order_rng.permutation(num_prompts)
         for s in range(steps_per_epoch):
             ids = order[s * batch_prompts : (s + 1) * batch_prompts]
-            # ---- allocation from the store's statistics only (same information as the trainer) ----
-            stats = store.batch(ids)
-            rates = store.success_rates(ids)
-            start = time.perf_counter()
-            counts = alloc.allocate(rates, budget, stats=stats)
-            alloc_time[step] = time.perf_counter() - start
-            weights = alloc.completion_weights(counts, stats)
+            # ---- allocation from the store's statistics only (same information as the trainer), and rollouts ----
+            if sequential:
+                out = _sequential_step(alloc, ids, store, logits, num_generations, reward_rng, select_rng)
+            elif dynamic is not None:
+                out = _dynamic_step(alloc, ids, store, logits, budget, num_generations, dynamic, reward_rng, draw_rng)
+            else:
+                out = _plan_step(alloc, ids, store, logits, budget, reward_rng)
+            alloc_time[step] = out.seconds
 
-            # ---- rollouts: one Bernoulli reward per completion ----
-            segment = np.repeat(np.arange(batch_prompts), counts)
-            rewards = (reward_rng.random(budget) < _expit(logits[ids])[segment]).astype(np.float64)
-            successes = np.bincount(segment, weights=rewards, minlength=batch_prompts).astype(np.int64)
-
-            # ---- metrics ----
-            for name, value in group_metrics(counts, successes).items():
+            # ---- metrics (over the trained completions) ----
+            trained_total = int(out.trained.sum())
+            for name, value in group_metrics(out.trained, out.trained_successes).items():
                 columns[name][step] = value
-            was_zero = (attempts_seen[ids] > 0) & (successes_seen[ids] == 0)
-            converted += int(np.sum(was_zero & (successes > 0)))
-            attempts_seen[ids] += counts
-            successes_seen[ids] += successes
+            mixed = (out.trained_successes > 0) & (out.trained_successes < out.trained)
+            per_generated[step] = float(out.trained[mixed].sum() / out.generated.sum())
+            gen_ids = out.generated_ids
+            was_zero = (attempts_seen[gen_ids] > 0) & (successes_seen[gen_ids] == 0)
+            converted += int(np.sum(was_zero & (out.generated_successes > 0)))
+            attempts_seen[gen_ids] += out.generated
+            successes_seen[gen_ids] += out.generated_successes
             epoch_of[step] = epoch
-            budget_used[step] = int(counts.sum())
-            max_count[step] = int(counts.max())
-            skipped[step] = int(np.sum(counts == 0))
+            budget_used[step] = trained_total
+            generated[step] = int(out.generated.sum())
+            rounds[step] = out.rounds
+            filled[step] = out.filled
+            unfinished[step] = out.unfinished
+            max_count[step] = int(out.generated.max())
+            skipped[step] = int(np.sum(out.generated == 0))
             converted_col[step] = converted
             if epoch >= 1:
-                status = _status(rates)
-                status_counts += np.bincount(status, weights=counts, minlength=len(STATUSES))
+                status = _status(out.generated_rates)
+                status_counts += np.bincount(status, weights=out.generated, minlength=len(STATUSES))
                 status_prompts += np.bincount(status, minlength=len(STATUSES))
 
-            # ---- store update, then learning ----
-            store.update(np.repeat(ids, counts), rewards)
-            rule.apply(logits, ids, counts, successes, num_generations, weights)
+            # ---- store update (every scored completion), then learning (trained completions only) ----
+            store.update(out.completion_ids, out.rewards)
+            rule.apply(logits, out.trained_ids, out.trained, out.trained_successes, num_generations, out.weights)
             mean_p[step] = float(_expit(logits).mean())
             step += 1
         store.end_epoch()
@@ -417,6 +517,11 @@ def simulate(
         allocate_seconds=alloc_time,
         p_initial=p_initial,
         p_final=p_final,
+        effective_gradient_ratio_per_generated=per_generated,
+        generated=generated,
+        rounds=rounds,
+        filled=filled,
+        unfinished=unfinished,
         mean_count_by_status={
             name: float(status_counts[i] / status_prompts[i]) if status_prompts[i] else float("nan")
             for i, name in enumerate(STATUSES)
@@ -427,6 +532,286 @@ def simulate(
     return result
 
 
+# ==== the three kinds of step ========================================================================================
+def _plan_step(
+    alloc: Allocator,
+    ids: np.ndarray,
+    store: StatisticsStore,
+    logits: np.ndarray,
+    budget: int,
+    reward_rng: np.random.Generator,
+) -> _Step:
+    """A plan-ahead allocator: N = allocate(...), r_ij ~ Bernoulli(p_i), every completion trains."""
+    stats = store.batch(ids)
+    rates = store.success_rates(ids)
+    start = time.perf_counter()
+    counts = alloc.allocate(rates, budget, stats=stats)
+    seconds = time.perf_counter() - start
+    weights = alloc.completion_weights(counts, stats)
+    segment = np.repeat(np.arange(len(ids)), counts)
+    rewards = (reward_rng.random(budget) < _expit(logits[ids])[segment]).astype(np.float64)
+    successes = np.bincount(segment, weights=rewards, minlength=len(ids)).astype(np.int64)
+    return _Step(
+        trained_ids=ids,
+        trained=counts,
+        trained_successes=successes,
+        weights=weights,
+        generated_ids=ids,
+        generated_rates=rates,
+        generated=counts,
+        generated_successes=successes,
+        completion_ids=np.repeat(ids, counts),
+        rewards=rewards,
+        seconds=seconds,
+    )
+
+
+def _sequential_step(
+    alloc: SequentialAllocator,
+    ids: np.ndarray,
+    store: StatisticsStore,
+    logits: np.ndarray,
+    num_generations: int,
+    reward_rng: np.random.Generator,
+    select_rng: np.random.Generator,
+) -> _Step:
+    """Reinforce-Ada Seq: rounds until every prompt is done (or capped), then n balanced completions per prompt."""
+    p = _expit(logits[ids])
+    num = len(ids)
+
+    def draw(counts: np.ndarray) -> np.ndarray:
+        return reward_rng.random(int(counts.sum())) < p[np.repeat(np.arange(num), counts)]
+
+    out = sample_in_rounds(alloc, draw, num, num_generations, select_rng)
+    picked = out.group_ids[out.selected]
+    trained = np.bincount(picked, minlength=num).astype(np.int64)
+    trained_successes = np.bincount(picked, weights=out.success[out.selected], minlength=num).astype(np.int64)
+    attempts = np.bincount(out.group_ids, minlength=num).astype(np.int64)
+    successes = np.bincount(out.group_ids, weights=out.success, minlength=num).astype(np.int64)
+    return _Step(
+        trained_ids=ids,
+        trained=trained,
+        trained_successes=trained_successes,
+        weights=seq_advantage_weights(trained, trained_successes, attempts, successes, p),
+        generated_ids=ids,
+        generated_rates=store.success_rates(ids),
+        generated=attempts,
+        generated_successes=successes,
+        completion_ids=ids[out.group_ids],
+        rewards=out.success.astype(np.float64),
+        seconds=out.seconds,
+        rounds=len(out.round_counts),
+        unfinished=int(np.sum(~out.done)),
+    )
+
+
+def _dynamic_step(
+    alloc: Allocator,
+    ids: np.ndarray,
+    store: StatisticsStore,
+    logits: np.ndarray,
+    budget: int,
+    num_generations: int,
+    dynamic: DynamicSampling,
+    reward_rng: np.random.Generator,
+    draw_rng: np.random.Generator,
+) -> _Step:
+    """DAPO dynamic sampling around ``alloc`` (see :class:`DynamicSampling`)."""
+    num_prompts = len(logits)
+    low = max(alloc.min_rollouts, 1)
+    batch_ids, batch_rates, batch_counts, batch_successes, batch_weights = [], [], [], [], []
+    any_weights = False
+    rewards_all, completion_all = [], []
+    seconds, missing, extra = 0.0, budget, 0
+    prompts, split = ids, budget
+    while True:
+        stats = store.batch(prompts)
+        rates = store.success_rates(prompts)
+        start = time.perf_counter()
+        counts = alloc.allocate(rates, split, stats=stats)
+        seconds += time.perf_counter() - start
+        weights = alloc.completion_weights(counts, stats)
+        any_weights |= weights is not None
+        segment = np.repeat(np.arange(len(prompts)), counts)
+        rewards = (reward_rng.random(int(counts.sum())) < _expit(logits[prompts])[segment]).astype(np.float64)
+        successes = np.bincount(segment, weights=rewards, minlength=len(prompts)).astype(np.int64)
+        mixed = dynamic_sampling_keep(is_success(rewards, 1.0), segment, len(prompts))  # the trainer's filter
+        batch_ids.append(prompts)
+        batch_rates.append(rates)
+        batch_counts.append(counts)
+        batch_successes.append(successes)
+        batch_weights.append(np.ones(len(prompts)) if weights is None else np.asarray(weights, dtype=np.float64))
+        rewards_all.append(rewards)
+        completion_all.append(np.repeat(prompts, counts))
+        missing -= int(counts[mixed].sum())
+        if missing == 0 or extra >= dynamic.max_rounds:
+            break
+        # As the trainer: about one prompt per n missing completions, enough to hold them within N_up.
+        number = min(max(1, missing // num_generations), missing // low)
+        number = max(number, -(-missing // alloc.max_rollouts))
+        candidates = np.setdiff1d(np.arange(num_prompts), np.concatenate(batch_ids), assume_unique=True)
+        if number == 0 or number * low > missing or len(candidates) < number:
+            break
+        extra += 1
+        prompts, split = np.sort(draw_rng.choice(candidates, size=number, replace=False)), missing
+
+    all_ids = np.concatenate(batch_ids)
+    counts = np.concatenate(batch_counts)
+    successes = np.concatenate(batch_successes)
+    mixed = (successes > 0) & (successes < counts)
+    trained = np.where(mixed, counts, 0)
+    trained_successes = np.where(mixed, successes, 0)
+    fill = budget - int(trained.sum())
+    left = fill
+    for i in np.flatnonzero(~mixed & (counts > 0)):  # dropped groups, in generation order
+        if left == 0:
+            break
+        take = min(int(counts[i]), left)
+        trained[i] = take
+        trained_successes[i] = take if successes[i] == counts[i] else 0
+        left -= take
+    keep = trained > 0
+    weights = np.concatenate(batch_weights)[keep] if any_weights else None
+    return _Step(
+        trained_ids=all_ids[keep],
+        trained=trained[keep],
+        trained_successes=trained_successes[keep],
+        weights=weights,
+        generated_ids=all_ids,
+        generated_rates=np.concatenate(batch_rates),
+        generated=counts,
+        generated_successes=successes,
+        completion_ids=np.concatenate(completion_all),
+        rewards=np.concatenate(rewards_all),
+        seconds=seconds,
+        rounds=1 + extra,
+        filled=fill,
+    )
+
+
+# ==== Reinforce-Ada Seq: the rounds of one batch =====================================================================
+@dataclass
+class RoundsOutcome:
+    """Everything the rounds of one batch produced (:func:`sample_in_rounds`).
+
+    Attributes:
+        group_ids: ``(K,)`` prompt index of each generated completion, in generation order (round by round, prompt by
+            prompt within a round).
+        success: ``(K,)`` bool, whether each completion is correct.
+        round_counts: the counts of every round that generated something, ``(M,)`` int64 each.
+        selected: ``(n M,)`` indices into the generated completions chosen for training (``allocator.select``).
+        done: ``(M,)`` bool, the exit rule at the end (False for prompts stopped by N_max or the cap).
+        seconds: wall time of the allocator's ``round_counts`` and ``select`` calls.
+    """
+
+    group_ids: np.ndarray
+    success: np.ndarray
+    round_counts: list[np.ndarray]
+    selected: np.ndarray
+    done: np.ndarray
+    seconds: float = 0.0
+
+
+def sample_in_rounds(
+    allocator: SequentialAllocator,
+    draw: Callable[[np.ndarray], np.ndarray],
+    num_prompts: int,
+    group_size: int,
+    rng: np.random.Generator,
+) -> RoundsOutcome:
+    """Run a round-based allocator's loop for one batch of M prompts, with ``draw`` standing in for the model.
+
+    The same loop as the trainer's (``trl_adaptive/trainer/rounds.py``), on NumPy only: ask ``round_counts``, draw
+    that many completions, update successes and attempts, until a round is all zeros; then ``select``.
+
+    Args:
+        allocator: a :class:`~trl_adaptive.allocation.sequential.SequentialAllocator`.
+        draw: ``draw(counts) -> (counts.sum(),) bool``, the success of each new completion, prompt by prompt
+            (``np.repeat(np.arange(M), counts)`` order). A scripted function makes the exit rules testable.
+        num_prompts: M.
+        group_size: n, completions per prompt in the training batch; the training budget is n M.
+        rng: the generator of the selection.
+
+    Example:
+        >>> from trl_adaptive.allocation import get_allocator
+        >>> pos = get_allocator("reinforce_ada_seq_pos", round_size=4, max_rollouts=16)
+        >>> p = np.array([0.0, 1.0])  # never solved, always solved
+        >>> out = sample_in_rounds(pos, lambda c: np.repeat(p, c) > 0.5, 2, 4, np.random.default_rng(0))
+        >>> [c.tolist() for c in out.round_counts], out.done.tolist()
+        ([[4, 4], [4, 0], [4, 0], [4, 0]], [False, True])
+    """
+    if not isinstance(allocator, SequentialAllocator):
+        raise TypeError(f"{allocator!r} is not a round-based allocator (SequentialAllocator).")
+    budget = num_prompts * group_size
+    successes = np.zeros(num_prompts, dtype=np.int64)
+    attempts = np.zeros(num_prompts, dtype=np.int64)
+    group_ids: list[np.ndarray] = []
+    success: list[np.ndarray] = []
+    history: list[np.ndarray] = []
+    generated, seconds = 0, 0.0
+    while True:
+        start = time.perf_counter()
+        counts = allocator.round_counts(successes, attempts, group_size, generated, budget)
+        seconds += time.perf_counter() - start
+        if int(counts.sum()) == 0:
+            break
+        segment = np.repeat(np.arange(num_prompts), counts)
+        ok = np.asarray(draw(counts))
+        if ok.shape != segment.shape:
+            raise ValueError(f"draw returned shape {ok.shape}, expected ({len(segment)},) for counts {counts}.")
+        ok = ok.astype(bool)
+        successes += np.bincount(segment, weights=ok, minlength=num_prompts).astype(np.int64)
+        attempts += counts
+        generated += int(counts.sum())
+        group_ids.append(segment)
+        success.append(ok)
+        history.append(counts)
+    all_groups = np.concatenate(group_ids) if group_ids else np.zeros(0, dtype=np.int64)
+    all_success = np.concatenate(success) if success else np.zeros(0, dtype=bool)
+    start = time.perf_counter()
+    selected = allocator.select(all_success, all_groups, num_prompts, group_size, rng)
+    seconds += time.perf_counter() - start
+    done = allocator.is_done(successes, attempts, group_size)
+    return RoundsOutcome(all_groups, all_success, history, selected, done, seconds)
+
+
+def seq_advantage_weights(
+    trained: np.ndarray,
+    trained_successes: np.ndarray,
+    attempts: np.ndarray,
+    successes: np.ndarray,
+    p: np.ndarray,
+) -> np.ndarray:
+    """Per-prompt multipliers that make the ``"advantage"`` rule the exact tabular gradient of Seq's update.
+
+    Seq trains on a subset (N completions, k of them correct) but takes the baseline from all A completions drawn
+    (S correct): q = S / A, s = sqrt(q (1 - q)), A_j = (r_j - q) / s. For a Bernoulli-logit prompt with true p the
+    score of a completion is r_j - p, so the update is
+
+        G = sum_j A_j (r_j - p) = [k (1 - q)(1 - p) + (N - k) q p] / s
+
+    whereas the ``"advantage"`` rule computes N sqrt(q' (1 - q')) with the subset's own rate q' = k / N (the two agree
+    when the subset is the whole pool). The multiplier is G / (N sqrt(q' (1 - q'))), 1 where the subset or the pool
+    is not mixed (no signal either way). Other rules ignore it.
+
+    Example:
+        >>> # pool of 32 with 2 correct (q = 1/16), balanced subset of 4 (k = 2), true p = 1/16: G = 7.29, rule 2.0
+        >>> w = seq_advantage_weights(np.array([4]), np.array([2]), np.array([32]), np.array([2]), np.array([1 / 16]))
+        >>> w.round(3).tolist()
+        [3.647]
+    """
+    trained = np.asarray(trained, dtype=np.float64)
+    k = np.asarray(trained_successes, dtype=np.float64)
+    a = np.asarray(attempts, dtype=np.float64)
+    q = np.divide(successes, a, out=np.zeros_like(a), where=a > 0)
+    q_sub = np.divide(k, trained, out=np.zeros_like(trained), where=trained > 0)
+    ok = (q > 0) & (q < 1) & (q_sub > 0) & (q_sub < 1)
+    s = np.sqrt(np.where(ok, q * (1.0 - q), 1.0))
+    gradient = (k * (1.0 - q) * (1.0 - p) + (trained - k) * q * p) / s
+    rule = trained * np.sqrt(np.where(ok, q_sub * (1.0 - q_sub), 1.0))
+    return np.where(ok, gradient / rule, 1.0)
+
+
 def summarize(result: SimulationResult, *, hard_threshold: float = 0.01) -> dict[str, float]:
     """Scalar summary of a run: step means of every metric, plus
 
@@ -435,7 +820,12 @@ def summarize(result: SimulationResult, *, hard_threshold: float = 0.01) -> dict
       per (1-based) epoch;
     - ``final_mean_p``, ``converted_from_zero`` (final cumulative count), ``hard_prompts`` (initial p below
       ``hard_threshold``) and ``hard_final_mean_p`` (their mean true p at the end), ``allocate_ms`` (median, so a
-      one-off JIT compile does not count), ``mean_count_<status>`` (see ``SimulationResult.mean_count_by_status``).
+      one-off JIT compile does not count), ``mean_count_<status>`` (see ``SimulationResult.mean_count_by_status``);
+    - for strategies that generate more than they train (Seq, dynamic sampling): ``generated_over_trained`` (all
+      completions generated / all trained, 1 for a plan-ahead allocator), ``effective_gradient_ratio_per_generated``
+      and its ``_after_first`` (step means of trained completions in mixed groups / completions generated),
+      ``rounds_per_step``, ``filled_share`` (dynamic sampling's fill / trained) and ``unfinished_prompts`` (Seq,
+      per step).
     """
     later = result.epoch >= 1
     hard = result.p_initial < hard_threshold
@@ -457,13 +847,27 @@ def summarize(result: SimulationResult, *, hard_threshold: float = 0.01) -> dict
     summary["allocate_ms"] = 1000.0 * float(np.median(result.allocate_seconds))
     for name, value in result.mean_count_by_status.items():
         summary[f"mean_count_{name}"] = value
+    per_generated = result.effective_gradient_ratio_per_generated
+    summary["effective_gradient_ratio_per_generated"] = float(per_generated.mean())
+    summary["effective_gradient_ratio_per_generated_after_first"] = (
+        float(per_generated[later].mean()) if later.any() else float("nan")
+    )
+    summary["generated_over_trained"] = float(result.generated.sum() / result.budget_used.sum())
+    summary["rounds_per_step"] = float(result.rounds.mean())
+    summary["filled_share"] = float(result.filled.sum() / result.budget_used.sum())
+    summary["unfinished_prompts"] = float(result.unfinished.mean())
     return summary
 
 
 # ==== comparisons ====================================================================================================
-AllocatorSpec = str | Allocator
+AllocatorSpec = str | Allocator | DynamicSampling
 
-_RATIO_KEYS: tuple[str, ...] = ("effective_gradient_ratio", "effective_gradient_ratio_after_first")
+_RATIO_KEYS: tuple[str, ...] = (
+    "effective_gradient_ratio",
+    "effective_gradient_ratio_after_first",
+    "effective_gradient_ratio_per_generated",
+    "effective_gradient_ratio_per_generated_after_first",
+)
 
 
 def _run_one(task: tuple[str, AllocatorSpec, int, dict[str, Any]]) -> tuple[str, int, dict[str, float]]:
@@ -483,8 +887,9 @@ def compare(
     """Run every allocator on the same seeds (paired populations and batches) and aggregate over seeds.
 
     Args:
-        allocators: names, or a mapping label -> name or instance (e.g. ``{"knapsack (no fallback)":
-            KnapsackAllocator(fallback=False)}``).
+        allocators: names, or a mapping label -> name, instance or :class:`DynamicSampling` (e.g.
+            ``{"knapsack (no fallback)": KnapsackAllocator(fallback=False), "knapsack + DS":
+            DynamicSampling("knapsack")}``).
         seeds: one run per allocator and seed.
         baseline: label of the reference allocator; ``"uniform"`` is added when missing.
         workers: processes to run the simulations in (1 = in this process); ignored when ``executor`` is given.
@@ -556,10 +961,14 @@ __all__ = [
     "RULE_KINDS",
     "STATUSES",
     "DifficultyMix",
+    "DynamicSampling",
     "LearningRule",
+    "RoundsOutcome",
     "SimulationResult",
     "compare",
     "group_metrics",
+    "sample_in_rounds",
+    "seq_advantage_weights",
     "simulate",
     "summarize",
 ]

@@ -6,8 +6,9 @@ its success-rate column; checkpoints fall mid-epoch, on an epoch's last step and
 
     accelerate launch --multi_gpu --num_processes 2 ... tests/scripts/resume_matrix.py MODEL_DIR OUT_DIR [MODE]
 
-MODE: ``knapsack`` (default), ``dynamic`` (knapsack with DAPO dynamic sampling: prompts drawn within a step) or
-``seq`` (Reinforce-Ada Seq-Balance: sampling in rounds). Each rank writes ``OUT_DIR/rank{process_index}.json``:
+MODE: ``knapsack`` (default), ``dynamic`` (knapsack with DAPO dynamic sampling: prompts drawn within a step),
+``seq`` (Reinforce-Ada Seq-Balance: sampling in rounds) or ``cero`` (CERO with pacing: prompts skipped and
+drawn). Each rank writes ``OUT_DIR/rank{process_index}.json``:
 {"full": run, "resumed": {step: run}}, where a run is {"allocations": [[step, prompt ids, counts], ...] from
 ``allocations.jsonl`` (main process only), "statistics": state_dict, "column": [...]}.
 """
@@ -34,6 +35,8 @@ MODES = {
     "knapsack": {"allocator": "knapsack", "max_rollouts": 6},
     "dynamic": {"allocator": "knapsack", "max_rollouts": 6, "dynamic_sampling": True},
     "seq": {"allocator": "reinforce_ada_seq_balance", "allocator_kwargs": {"round_size": 4, "max_rollouts": 12}},
+    # CERO with pacing and a price that moves fast: steps skip prompts and draw others.
+    "cero": {"allocator": "cero", "max_rollouts": 6, "allocator_kwargs": {"eta_mu": 1.0}},
 }
 
 NUM_PROMPTS = 4  # 2 prompts per generation batch: 2 steps per epoch, 6 steps in 3 epochs

@@ -62,6 +62,13 @@ class CeroAllocator(Allocator):
         eta_mu: eta_mu, step of the budget price per unit of relative over-demand (D - B) / B (default 0.005).
         num_epochs: K, the number of epochs the run makes over the prompts (TRL's ``num_train_epochs``, default 3).
         eps: epsilon, lower end of theta's domain [eps, c_i] (default 1e-6).
+        pacing: in the trainer, follow the paper's rule with prompts drawn on demand (:meth:`wanted`,
+            :meth:`allocate_paced`): a batch prompt whose dual is at or below the price mu is skipped and further
+            prompts are drawn from the training data in its place, so mu decides which and how many distinct prompts
+            an epoch trains on (default True). False keeps the fixed-prompt mapping of :meth:`allocate`, where mu
+            changes nothing. :meth:`allocate` itself (the simulator, the allocator API) is always the fixed mapping.
+        max_draw_rounds: with pacing, how many times a step may draw further prompts before the budget left is
+            given to the best-ranked prompts examined, wanted or not (default 3).
 
     State (``state_dict``, JSON): ``mu``, ``steps``, and per prompt id (string keys) ``theta`` and ``allocated``
     (cumulative completions given). Only prompts that have been in a batch are stored.
@@ -91,6 +98,8 @@ class CeroAllocator(Allocator):
     eta_mu: float = 0.005
     num_epochs: int = 3
     eps: float = 1e-6
+    pacing: bool = True
+    max_draw_rounds: int = 3
 
     # -- state: the dual variables, keyed by prompt id ---------------------------------------------------------------
     mu: float = field(default=0.0, init=False)
@@ -153,10 +162,17 @@ class CeroAllocator(Allocator):
         return counts
 
     def _update_duals(
-        self, prompt_ids: np.ndarray, c: np.ndarray, theta: np.ndarray, counts: np.ndarray, budget: int
+        self,
+        prompt_ids: np.ndarray,
+        c: np.ndarray,
+        theta: np.ndarray,
+        counts: np.ndarray,
+        budget: int,
+        demand: int | None = None,
     ) -> None:
         """theta_i <- clip(theta_i - eta_theta (N_i - s*(theta_i) / K), eps, c_i); mu <- [mu + eta_mu (D - B)/B]_+."""
-        demand = self.max_rollouts * int(np.count_nonzero(theta > self.mu))
+        if demand is None:
+            demand = self.max_rollouts * int(np.count_nonzero(theta > self.mu))
         # A prompt listed twice in one batch gets one update with its total count.
         ids, first, inverse = np.unique(np.asarray(prompt_ids, dtype=np.int64), return_index=True, return_inverse=True)
         n = np.bincount(inverse, weights=counts.astype(np.float64), minlength=len(ids))
@@ -169,6 +185,51 @@ class CeroAllocator(Allocator):
         if budget > 0:
             self.mu = max(0.0, self.mu + self.eta_mu * (demand - budget) / budget)
         self.steps += 1
+
+    # -- pacing: the paper's rule with prompts drawn on demand (trainer only) --------------------------------------
+    def wanted(self, stats: PromptBatchStats) -> np.ndarray:
+        """``(M,)`` bool: the paper's rule at the current price, theta_i > mu (no state change)."""
+        return self.scores(stats)[1] > self.mu
+
+    def allocate_paced(self, stats: PromptBatchStats, budget: int, num_sampled: int) -> np.ndarray:
+        """Counts for the examined prompts: the step's ``num_sampled`` sampler prompts first, then drawn ones.
+
+        Wanted prompts (theta_i > mu) get N_max in order of theta_i - mu, the sampler's before the drawn, until B is
+        spent; if they cannot spend it, the best-ranked unwanted prompts make up the rest (every step spends exactly
+        B). The marginal prompts give back any excess, none below N_low. The duals of every examined prompt are
+        updated with its count, and mu with the demand of the SAMPLER's prompts, D = N_max |{i <= num_sampled :
+        theta_i > mu}|, against B: mu rises when the step's own prompts ask for more than B, and falls when prompts
+        had to be drawn.
+
+        Example:
+            >>> from trl_adaptive.allocation import PromptBatchStats
+            >>> cero = CeroAllocator(max_rollouts=8, min_rollouts=2)
+            >>> cero.mu = 0.05  # above every fresh prompt's c = eta q <= 0.25 / 4 * ... : nobody is wanted
+            >>> cero.allocate_paced(PromptBatchStats.from_success_rates([0.5] * 4), 16, num_sampled=2).tolist()
+            [8, 8, 0, 0]
+        """
+        budget = int(budget)
+        self.check_budget(len(stats), budget)
+        c, theta = self.scores(stats)
+        wanted = theta > self.mu
+        position = np.arange(len(c))
+        drawn = position >= num_sampled
+        # Wanted before unwanted; within each, the sampler's before the drawn; then by theta - mu; then position.
+        order = np.lexsort((position, -(theta - self.mu), drawn, ~wanted))
+        counts = np.zeros(len(c), dtype=np.int64)
+        m = -(-budget // self.max_rollouts) if budget > 0 else 0
+        chosen = order[:m]
+        counts[chosen] = self.max_rollouts
+        excess = m * self.max_rollouts - budget
+        for i in chosen[::-1]:
+            give = min(excess, self.max_rollouts - self.min_rollouts)
+            counts[i] -= give
+            excess -= give
+            if excess == 0:
+                break
+        demand = self.max_rollouts * int(np.count_nonzero(wanted[:num_sampled]))
+        self._update_duals(stats.prompt_ids, c, theta, counts, budget, demand=demand)
+        return counts
 
     # -- state ------------------------------------------------------------------------------------------------------
     def metrics(self) -> dict[str, float]:

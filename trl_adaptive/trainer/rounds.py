@@ -199,21 +199,35 @@ def _pad_counts(counts: np.ndarray, num_prompts: int) -> np.ndarray:
 def _draw_prompts(
     trainer: AdaptiveGRPOTrainer, in_batch: np.ndarray, missing: int, extra_round: int
 ) -> tuple[list[dict], np.ndarray]:
-    """Further prompts for dynamic sampling: seeded by (seed, step, round), never ones already in this batch."""
+    """Further prompts for dynamic sampling, enough to hold ``missing`` completions within the allocator's bounds."""
     allocator = trainer.allocator
     low = max(allocator.min_rollouts, 1)
     number = min(max(1, missing // trainer.num_generations), missing // low)
     number = max(number, -(-missing // allocator.max_rollouts))  # enough prompts to hold `missing` within N_up
-    dataset = trainer.train_dataset
-    column = trainer.args.prompt_id_column
-    all_ids = np.asarray(dataset[column], dtype=np.int64)
-    candidates = np.flatnonzero(~np.isin(all_ids, in_batch))
-    if len(candidates) < number or number * low > missing:
+    if number * low > missing:
         return [], np.zeros(0, dtype=np.int64)
-    rng = np.random.default_rng([int(trainer.args.seed) & 0xFFFFFFFF, int(trainer.state.global_step), 2, extra_round])
-    rows_index = np.sort(rng.choice(candidates, size=number, replace=False))
-    rows = [dict(dataset[int(i)]) for i in rows_index]
-    return rows, all_ids[rows_index]
+    ids = draw_prompt_ids(trainer, in_batch, number, salt=(2, extra_round))
+    if len(ids) < number:
+        return [], np.zeros(0, dtype=np.int64)
+    return rows_for_ids(trainer, ids), ids
+
+
+def draw_prompt_ids(
+    trainer: AdaptiveGRPOTrainer, exclude: np.ndarray, number: int, salt: tuple[int, ...]
+) -> np.ndarray:
+    """Up to ``number`` prompt ids of the training data not in ``exclude``, drawn with a generator seeded by (seed,
+    step, salt): a resumed run draws the same ones, and the epoch's sampler is not touched."""
+    all_ids = trainer._all_prompt_ids()
+    candidates = all_ids[~np.isin(all_ids, exclude)]
+    seed = [int(trainer.args.seed) & 0xFFFFFFFF, int(trainer.state.global_step), *salt]
+    picked = np.random.default_rng(seed).choice(len(candidates), size=min(number, len(candidates)), replace=False)
+    return candidates[np.sort(picked)]
+
+
+def rows_for_ids(trainer: AdaptiveGRPOTrainer, ids: np.ndarray) -> list[dict]:
+    """The training-data rows of these prompt ids (every column, as the sampler would give them)."""
+    row_of = trainer._row_of_prompt_id()
+    return [dict(trainer.train_dataset[row_of[int(i)]]) for i in ids]
 
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -29,6 +29,7 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from trl import GRPOTrainer
 
 from ..allocation import Allocator, prompts_per_status
+from ..allocation.cero import CeroAllocator
 from ..allocation.sequential import SequentialAllocator
 from ..hub import extend_model_card
 from ..stats import PromptStatistics, prompt_fingerprint
@@ -39,7 +40,7 @@ from .checkpoint import STATE_FILE, is_complete, newest_complete_checkpoint, rea
 from .config import AdaptiveGRPOConfig
 from .dispatch import expand_counts, rank_slice
 from .inputs import build_allocator, prepare_train_dataset, reject_unsupported_features
-from .rounds import run_rounds, total_rewards
+from .rounds import draw_prompt_ids, rows_for_ids, run_rounds, total_rewards
 from .sampler import EpochSeededRepeatSampler
 
 
@@ -113,6 +114,8 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
                 "reinforce_ada_est, cero), or drop it."
             )
         self._replay: tuple | None = None  # (what _generate returns, gathered rewards) for the pass after rounds
+        self._cero_pacing = isinstance(self.allocator, CeroAllocator) and self.allocator.pacing
+        self._row_of_id: dict[int, int] | None = None
         self._warned_dynamic_fill = False
 
         super().__init__(model, reward_funcs, args, train_dataset, *positional, **kwargs)
@@ -236,6 +239,11 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
             prompt_rows, prompt_ids, counts, group_ids = plan.prompt_rows, plan.prompt_ids, plan.counts, plan.group_ids
             weights, solve_seconds = None, 0.0
             success_rates = self.prompt_statistics.success_rates(prompt_ids)
+        elif self._cero_pacing:
+            examined, counts, weights, success_rates, solve_seconds = self._allocate_paced(prompt_ids, total)
+            prompt_rows = prompt_rows + rows_for_ids(self, examined[len(prompt_ids) :])
+            prompt_ids = examined
+            group_ids = expand_counts(counts, self.args.seed, self.state.global_step)
         else:
             counts, weights, success_rates, solve_seconds = self._allocate(prompt_ids, total)
             group_ids = expand_counts(counts, self.args.seed, self.state.global_step)
@@ -360,6 +368,37 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
         if self.accelerator.num_processes > 1:
             broadcast_object_list(payload, from_process=0)
         return payload[0]
+
+    def _allocate_paced(self, prompt_ids: np.ndarray, total: int) -> tuple:
+        """CERO with pacing (main process, broadcast): skip the batch's prompts the price rules out, draw others."""
+        cero, store = self.allocator, self.prompt_statistics
+        payload: list[Any] = [None]
+        if self.accelerator.is_main_process:
+            start = time.perf_counter()
+            examined = prompt_ids
+            for draw_round in range(cero.max_draw_rounds):
+                supply = int(cero.wanted(store.batch(examined)).sum()) * cero.max_rollouts
+                if supply >= total:
+                    break
+                number = 2 * -(-(total - supply) // cero.max_rollouts)  # twice what is missing: not all are wanted
+                drawn = draw_prompt_ids(self, examined, number, salt=(3, draw_round))
+                if len(drawn) == 0:
+                    break
+                examined = np.concatenate([examined, drawn])
+            stats = store.batch(examined)
+            counts = cero.allocate_paced(stats, total, num_sampled=len(prompt_ids))
+            payload = [(examined, counts, None, stats.success_rate, time.perf_counter() - start)]
+        if self.accelerator.num_processes > 1:
+            broadcast_object_list(payload, from_process=0)
+        return payload[0]
+
+    def _all_prompt_ids(self) -> np.ndarray:
+        return np.asarray(self.train_dataset[self.args.prompt_id_column], dtype=np.int64)
+
+    def _row_of_prompt_id(self) -> dict[int, int]:
+        if self._row_of_id is None:
+            self._row_of_id = {int(i): row for row, i in enumerate(self._all_prompt_ids().tolist())}
+        return self._row_of_id
 
     def _completion_scale(self, counts: np.ndarray, weights: np.ndarray | None, group_ids: np.ndarray) -> torch.Tensor:
         """Per-completion advantage multiplier: allocator weights and, optionally, equal weight per prompt."""
