@@ -86,6 +86,7 @@ def test_seq_pos_samples_until_one_success_within_the_caps(tiny_model_dir, tmp_p
     log = _last_train_log(trainer)
     assert log["rounds/per_step"] == 3 and log["rounds/generated"] == 28 and log["rounds/trained"] == 16
     assert log["rounds/prompts_finished"] == 3 and log["rounds/prompts_unfinished"] == 1
+    assert log["rounds/inference_cap"] == 128
     assert len(reward.calls) == 3  # one scoring call per round, none again in the training pass
     assert [len(c) for c in reward.calls] == [16, 8, 4]
 

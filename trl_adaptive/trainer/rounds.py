@@ -118,6 +118,7 @@ def _sequential(trainer: AdaptiveGRPOTrainer, prompt_rows: list[dict], prompt_id
         "rounds/per_step": float(len(generated.group_ids)),
         "rounds/prompts_finished": float(done.sum()),
         "rounds/prompts_unfinished": float((~done).sum()),
+        "rounds/inference_cap": float(allocator.inference_cap * total),  # completions a batch may generate
     }
     order = np.argsort(generated.all_group_ids[selected], kind="stable")  # prompt-major, like TRL's layout
     selected = selected[order]
