@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import warnings
 from typing import Any
 
 import numpy as np
@@ -14,7 +15,43 @@ from datasets import Dataset, DatasetDict, IterableDataset
 from trl import GRPOTrainer
 
 from ..allocation import Allocator, get_allocator
+from ..allocation.sequential import SequentialAllocator
 from .config import AdaptiveGRPOConfig
+
+
+def check_dataset_holds_a_batch(num_rows: int, args: AdaptiveGRPOConfig) -> None:
+    num_prompts = args.generation_batch_size // args.num_generations
+    if num_rows < num_prompts:
+        raise ValueError(
+            f"train_dataset has {num_rows} prompts but one generation batch takes {num_prompts} "
+            f"(generation_batch_size={args.generation_batch_size} / num_generations={args.num_generations}), so "
+            "no step could run. Add prompts, or lower per_device_train_batch_size / steps_per_generation."
+        )
+
+
+def check_sampling_mode(allocator: Allocator, args: AdaptiveGRPOConfig) -> None:
+    if args.dynamic_sampling and isinstance(allocator, SequentialAllocator):
+        raise ValueError(
+            f"dynamic_sampling=True with allocator {allocator.name!r}: Reinforce-Ada Seq already samples "
+            "until each prompt shows signal. Use dynamic_sampling with a plan-ahead allocator (knapsack, uniform, "
+            "reinforce_ada_est, cero), or drop it."
+        )
+
+
+def warn_if_saves_split_generation_batches(args: AdaptiveGRPOConfig) -> None:
+    """A generation batch spans steps_per_generation x num_iterations micro-batches; save_steps counts optimizer
+    steps of gradient_accumulation_steps micro-batches each."""
+    per_generation = args.steps_per_generation * args.num_iterations
+    if args.save_strategy == "steps" and args.save_steps >= 1:
+        if (int(args.save_steps) * args.gradient_accumulation_steps) % per_generation:
+            warnings.warn(
+                f"save_steps={args.save_steps} optimizer steps (x gradient_accumulation_steps="
+                f"{args.gradient_accumulation_steps} micro-batches) do not end on a generation batch of "
+                f"{per_generation} micro-batches (steps_per_generation x num_iterations): a checkpoint inside a "
+                "generation batch resumes by generating that batch again, so the resumed run will not reproduce "
+                "the uninterrupted one exactly.",
+                stacklevel=3,
+            )
 
 
 def build_allocator(args: AdaptiveGRPOConfig, dataset_size: int) -> Allocator:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import copy
 import os
 import time
-import warnings
 from typing import Any
 
 import numpy as np
@@ -39,7 +38,14 @@ from .callback import FINAL_STATISTICS_FILE, SuccessRateCallback
 from .checkpoint import STATE_FILE, is_complete, newest_complete_checkpoint, read_state, write_state
 from .config import AdaptiveGRPOConfig
 from .dispatch import expand_counts, rank_slice
-from .inputs import build_allocator, prepare_train_dataset, reject_unsupported_features
+from .inputs import (
+    build_allocator,
+    check_dataset_holds_a_batch,
+    check_sampling_mode,
+    prepare_train_dataset,
+    reject_unsupported_features,
+    warn_if_saves_split_generation_batches,
+)
 from .rounds import draw_prompt_ids, rows_for_ids, run_rounds, total_rewards
 from .sampler import EpochSeededRepeatSampler
 
@@ -84,16 +90,12 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
         train_dataset, prior_rates = prepare_train_dataset(
             train_dataset, args.prompt_id_column, args.success_rate_column
         )
+        check_dataset_holds_a_batch(len(train_dataset), args)
         num_prompts = args.generation_batch_size // args.num_generations
-        if len(train_dataset) < num_prompts:
-            raise ValueError(
-                f"train_dataset has {len(train_dataset)} prompts but one generation batch takes {num_prompts} "
-                f"(generation_batch_size={args.generation_batch_size} / num_generations={args.num_generations}), so "
-                "no step could run. Add prompts, or lower per_device_train_batch_size / steps_per_generation."
-            )
 
         self.allocator = allocator if allocator is not None else build_allocator(args, len(train_dataset))
         self.allocator.check_budget(num_prompts, args.generation_batch_size)
+        check_sampling_mode(self.allocator, args)
         self.prompt_statistics = self._initial_statistics(statistics, args)
         ids = np.asarray(train_dataset[args.prompt_id_column], dtype=np.int64)
         self._fingerprints = [prompt_fingerprint(p) for p in train_dataset["prompt"]]
@@ -107,12 +109,6 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
         self._current_epoch = 0
         self._resumed_epochs_trained = 0
         self._samples_in_rounds = args.dynamic_sampling or isinstance(self.allocator, SequentialAllocator)
-        if args.dynamic_sampling and isinstance(self.allocator, SequentialAllocator):
-            raise ValueError(
-                f"dynamic_sampling=True with allocator {self.allocator.name!r}: Reinforce-Ada Seq already samples "
-                "until each prompt shows signal. Use dynamic_sampling with a plan-ahead allocator (knapsack, uniform, "
-                "reinforce_ada_est, cero), or drop it."
-            )
         self._replay: tuple | None = None  # (what _generate returns, gathered rewards) for the pass after rounds
         self._cero_pacing = isinstance(self.allocator, CeroAllocator) and self.allocator.pacing
         self._row_of_id: dict[int, int] | None = None
@@ -121,19 +117,7 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
         super().__init__(model, reward_funcs, args, train_dataset, *positional, **kwargs)
         self.add_callback(SuccessRateCallback(self))
         self.refresh_success_rate_column()
-        # A generation batch spans steps_per_generation x num_iterations micro-batches; save_steps counts optimizer
-        # steps.
-        per_generation = args.steps_per_generation * args.num_iterations
-        if args.save_strategy == "steps" and args.save_steps >= 1:
-            if (int(args.save_steps) * args.gradient_accumulation_steps) % per_generation:
-                warnings.warn(
-                    f"save_steps={args.save_steps} optimizer steps (x gradient_accumulation_steps="
-                    f"{args.gradient_accumulation_steps} micro-batches) do not end on a generation batch of "
-                    f"{per_generation} micro-batches (steps_per_generation x num_iterations): a checkpoint inside a "
-                    "generation batch resumes by generating that batch again, so the resumed run will not reproduce "
-                    "the uninterrupted one exactly.",
-                    stacklevel=2,
-                )
+        warn_if_saves_split_generation_batches(args)
 
     # ---------------------------------------------------------------------------------------------------------------
     # Overrides of GRPOTrainer's private hooks (trl 1.16; pinned by tests/test_trl_contract.py)
