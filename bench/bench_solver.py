@@ -7,6 +7,10 @@ Success rates mimic a DAPO-like batch (many prompts near 0, many near 1, the res
 each, from a seeded numpy Generator. Medians over repeats; the pure-knapsack objective (fallback=False) of ours and of
 the reference must agree.
 
+A second table times ``bayes_knapsack`` (the knapsack over the expected value under each prompt's Beta posterior,
+here Beta(1 + c, 1 + 8 - c) from the same 8 observed rollouts): the public ``allocate`` call, and the pilot's round
+two ``allocate_remaining`` after 2 completions per prompt, with its objective checked against our exact DP.
+
 Usage:
     .venv/bin/python bench/bench_solver.py                      # 256 x 8 and 4096 x 8 (large reference: ~30 s)
     .venv/bin/python bench/bench_solver.py --extrapolate-large  # estimate the 4096 x 8 reference, do not run it
@@ -25,7 +29,16 @@ from typing import Any
 import numba
 import numpy as np
 
-from trl_adaptive.allocation import KnapsackAllocator, knapsack_objective, value_table
+from trl_adaptive.allocation import (
+    BayesKnapsackAllocator,
+    KnapsackAllocator,
+    PromptBatchStats,
+    absorb,
+    expected_value_table,
+    knapsack_objective,
+    solve_dp,
+    value_table,
+)
 
 
 @dataclass
@@ -172,8 +185,40 @@ def main(args: Args) -> None:
     print("|---" * 8 + "|")
     for row in rows:
         print("| " + " | ".join(row) + " |")
+    bayes_table(args, rng)
     if mismatches:
         raise SystemExit("objective mismatch between ours and the reference DP: " + "; ".join(mismatches))
+
+
+def bayes_table(args: Args, rng: np.random.Generator) -> None:
+    """``bayes_knapsack``: allocate, and allocate_remaining after a pilot of 2, timed; objective vs our exact DP."""
+    n_low, n_up, n = args.min_rollouts, args.max_rollouts, args.num_generations
+    greedy = BayesKnapsackAllocator(min_rollouts=n_low, max_rollouts=n_up)
+    greedy.allocate([0.5] * 4, 4 * n)  # compile / load the kernels
+    print(f"\nbayes_knapsack (greedy on E[Value] under Beta(1 + c, 1 + {n} - c)), N in [{n_low}, {n_up}]\n")
+    print("| M x n | allocate, ms | allocate_remaining after a pilot of 2, ms | objective vs exact DP |")
+    print("|---|---|---|---|")
+    for num_prompts in (256, 4096):
+        rates = dapo_like_rates(num_prompts, rng, n)
+        stats = PromptBatchStats.from_success_rates(rates, attempts=float(n))
+        budget = num_prompts * n
+        ms, counts = timed(lambda: greedy.allocate(rates, budget, stats=stats), args.repeats)  # noqa: B023
+        pilot = np.full(num_prompts, 2)
+        after = absorb(stats, rng.binomial(2, rates).astype(float), pilot.astype(float))
+        left = budget - 2 * num_prompts
+        remaining_ms, _ = timed(lambda: greedy.allocate_remaining(after, left, pilot), args.repeats)  # noqa: B023
+        if num_prompts <= 256:
+            table = expected_value_table(stats.beta_a, stats.beta_b, n_up)
+            ours, best = (
+                knapsack_objective(table, counts),
+                knapsack_objective(table, solve_dp(table, budget, n_low, n_up)),
+            )
+            check = f"{ours:.12f} vs {best:.12f} (diff {abs(ours - best):.1e})"
+            if abs(ours - best) > 1e-9 * max(1.0, abs(best)):
+                raise SystemExit(f"bayes_knapsack is not exact at {num_prompts} x {n}: {check}")
+        else:
+            check = "not run"
+        print(f"| {num_prompts} x {n} | {ms:.2f} | {remaining_ms:.2f} | {check} |")
 
 
 if __name__ == "__main__":

@@ -45,7 +45,7 @@ def _check_matrix(report: dict, mode: str, rank: int = 0) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("mode", ["knapsack", "dynamic", "seq", "cero"])
+@pytest.mark.parametrize("mode", ["knapsack", "dynamic", "seq", "cero", "pilot"])
 def test_resume_matrix_one_process(tiny_model_dir, tmp_path, mode):
     import sys
 

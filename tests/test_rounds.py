@@ -256,3 +256,37 @@ def test_cero_paced_allocation_prefers_wanted_prompts():
     counts = cero.allocate_paced(stats, 16, num_sampled=2)  # the sampler's two prompts are priced out
     assert counts.tolist() == [0, 0, 8, 8]
     assert cero.mu < 0.04  # the sampler's prompts asked for nothing: the price falls
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The pilot round (bayes_knapsack): k per prompt, then the rest of the budget on the posterior
+# ---------------------------------------------------------------------------------------------------------------------
+def test_pilot_round_then_knapsack_on_the_posterior(tiny_model_dir, tmp_path):
+    from trl_adaptive.allocation.bayes_knapsack import BayesKnapsackAllocator, absorb
+
+    reward = ScriptedReward()
+    trainer = _trainer(tiny_model_dir, tmp_path, reward, allocator="bayes_knapsack", pilot_rollouts=2, max_rollouts=8)
+    before = trainer.prompt_statistics.batch(range(4))
+    trainer.train()
+    assert [len(c) for c in reward.calls] == [8, 8]  # the pilot (2 x 4), then the rest of 16: one call per round
+    attempts = trainer.prompt_statistics.batch(range(4)).attempts
+    assert attempts.sum() == 16  # every completion of both rounds is trained on and counted once
+    # Round two is the knapsack on the posterior that absorbed the pilot (scripts: 0/2, 2/2, 0/2, 1/2 correct).
+    pilot = absorb(before, np.array([0, 2, 0, 1]), np.array([2, 2, 2, 2]))
+    extra = BayesKnapsackAllocator(max_rollouts=8).allocate_remaining(pilot, 8, np.array([2, 2, 2, 2]))
+    assert attempts.tolist() == (2 + extra).astype(float).tolist()
+    log = _last_train_log(trainer)
+    assert log["rounds/per_step"] == 2 and log["rounds/trained"] == 16 and log["pilot/completions"] == 8
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ({"allocator": "bayes_knapsack", "pilot_rollouts": 4}, r"pilot_rollouts=4 x 4 prompts = 16 .* nothing"),
+        ({"allocator": "knapsack", "pilot_rollouts": 2}, r"needs allocator='bayes_knapsack'"),
+        ({"allocator": "bayes_knapsack", "pilot_rollouts": 2, "dynamic_sampling": True}, "cannot be combined"),
+    ],
+)
+def test_bad_pilot_fails_at_construction(tiny_model_dir, tmp_path, config, message):
+    with pytest.raises(ValueError, match=message):
+        _trainer(tiny_model_dir, tmp_path, ScriptedReward(), **config)

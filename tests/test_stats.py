@@ -1,5 +1,5 @@
 """PromptStatistics: counting rules, epochs, Est's decay, the Beta posterior, priors, fingerprints, persistence
-(JSON, version 1 and 2, corrupt files), the datasets export, and speed-sized inputs."""
+(JSON, versions 1 to 3, corrupt files), the datasets export, speed-sized inputs, and the posterior with forgetting."""
 
 import hashlib
 import json
@@ -536,7 +536,7 @@ def _full_store() -> PromptStatistics:
 def test_version_2_round_trip_with_priors_and_fingerprints(tmp_path):
     stats = _full_store()
     state = stats.state_dict()
-    assert state["version"] == FORMAT_VERSION == 2
+    assert state["version"] == FORMAT_VERSION == 3  # version 3 adds the posterior columns
     assert state["prompt_ids"] == [10, 11, 13, 14]  # 12 only had a NaN reward: no row
     assert state["fingerprints"] == ["a" * 16, "b" * 16, "", "c" * 16]
     assert state["columns"]["prior_attempts"] == [3.0, 0.0, 3.0, 0.0]
@@ -577,7 +577,7 @@ def test_version_1_state_loads_without_priors_or_fingerprints(tmp_path):
     np.testing.assert_allclose(stats.batch([7]).smoothed_rate, [2 / 19])
     assert stats.fingerprint_mismatches([7], ["f" * 16]).tolist() == []  # no stored fingerprint
     state = stats.state_dict()
-    assert state["version"] == 2 and state["fingerprints"] == ["", ""]
+    assert state["version"] == FORMAT_VERSION and state["fingerprints"] == ["", ""]
     assert state["columns"]["prior_attempts"] == [0.0, 0.0] and state["columns"]["prior_visits"] == [0, 0]
     fresh = PromptStatistics()
     fresh.load_state_dict(v1)
@@ -608,7 +608,7 @@ def test_missing_keys_are_named(key, tmp_path):
         (lambda s: s["fingerprints"].pop(), "fingerprints and prompt_ids differ in length"),
         (lambda s: s["fingerprints"].__setitem__(0, None), "fingerprints must be a list of strings"),
         (lambda s: s.__setitem__("epoch", -1), "epoch must be an integer"),
-        (lambda s: s.__setitem__("version", 3), "format version 3"),
+        (lambda s: s.__setitem__("version", 4), "format version 4"),
     ],
 )
 def test_inconsistent_states_are_rejected(change, match):
@@ -648,7 +648,7 @@ def test_to_dataset_columns_and_metadata():
     assert list(ds["prompt_fingerprint"][:]) == stats.state_dict()["fingerprints"]
     meta = json.loads(ds.info.description)
     assert meta == json.loads(ds.features["prompt_id"].id)
-    assert meta == {"format": "trl_adaptive.PromptStatistics", "version": 2, "config": stats.config, "epoch": 1}
+    assert meta == {"format": "trl_adaptive.PromptStatistics", "version": 3, "config": stats.config, "epoch": 1}
 
 
 def test_dataset_round_trips(tmp_path):
@@ -698,3 +698,176 @@ def test_from_dataset_errors():
     bad = ds.map(lambda row: {"prior_successes": 100.0})
     with pytest.raises(ValueError, match="dataset: PromptStatistics state: prior_successes exceeds"):
         PromptStatistics.from_dataset(bad)
+
+
+# ==== the posterior: one Beta for CERO and bayes_knapsack, with forgetting ===========================================
+def test_posterior_without_half_life_is_exactly_the_cumulative_beta():
+    # posterior_half_life=None (the default): Beta(1 + s0 + c, 1 + t0 - s0 + t - c) bit for bit, as CERO always read.
+    rng = np.random.default_rng(0)
+    stats = PromptStatistics(success_threshold=0.5)
+    stats.set_prior([3, 5], [0.25, 0.5], weight=4)
+    for step in range(30):
+        ids = rng.integers(0, 12, 40)
+        rewards = np.where(rng.random(40) < 0.1, np.nan, rng.random(40))
+        stats.update(ids, rewards)
+        if step % 7 == 6:
+            stats.end_epoch()
+    ids = np.arange(14)
+    b = stats.batch(ids)
+    cols = stats.state_dict()["columns"]
+    rows = {pid: i for i, pid in enumerate(stats.state_dict()["prompt_ids"])}
+    c = np.array([cols["total_successes"][rows[i]] if i in rows else 0 for i in ids], dtype=float)
+    t = np.array([cols["total_attempts"][rows[i]] if i in rows else 0 for i in ids], dtype=float)
+    s0 = np.array([cols["prior_successes"][rows[i]] if i in rows else 0 for i in ids], dtype=float)
+    t0 = np.array([cols["prior_attempts"][rows[i]] if i in rows else 0 for i in ids], dtype=float)
+    np.testing.assert_array_equal(b.beta_a, 1.0 + s0 + c)
+    np.testing.assert_array_equal(b.beta_b, 1.0 + (t0 - s0) + (t - c))
+
+
+def test_posterior_forgets_at_the_half_life_hand_computed():
+    stats = PromptStatistics(posterior_half_life=1.0)  # every update call halves all evidence, then adds its own
+    assert stats.posterior_decay == 0.5
+    stats.update([1, 1], [1.0, 0.0])  # prompt 1: S = 1, F = 1
+    stats.update([2], [1.0])  # prompt 1: 0.5, 0.5 (not visited, still forgotten); prompt 2: 1, 0
+    stats.update([], [])  # a step that scored nothing still ticks the clock: 0.25, 0.25 and 0.5, 0
+    b = stats.batch([1, 2, 3])
+    assert b.beta_a.tolist() == [1.25, 1.5, 1.0] and b.beta_b.tolist() == [1.25, 1.0, 1.0]
+    assert b.attempts.tolist() == [2.0, 1.0, 0.0] and b.successes.tolist() == [1.0, 1.0, 0.0]  # real counts kept
+    stats.update([2], [np.nan])  # an unscorable completion: no evidence, but a step
+    assert stats.batch([2]).beta_a.tolist() == [1.25]
+
+
+@settings(max_examples=30, deadline=None)
+@given(half_life=st.floats(0.5, 100.0), steps=st.integers(0, 60))
+def test_evidence_k_steps_old_weighs_two_to_the_minus_k_over_h(half_life, steps):
+    stats = PromptStatistics(posterior_half_life=half_life)
+    stats.update([0] * 8, [1.0] * 6 + [0.0] * 2)
+    for _ in range(steps):
+        stats.update([1], [1.0])
+    columns = stats.state_dict()["columns"]
+    weight = 2.0 ** (-steps / half_life)
+    assert columns["posterior_successes"][0] == pytest.approx(6 * weight, rel=1e-12, abs=1e-300)
+    assert columns["posterior_failures"][0] == pytest.approx(2 * weight, rel=1e-12, abs=1e-300)
+    assert stats.batch([0]).beta_a[0] == pytest.approx(1.0 + 6 * weight, rel=1e-15)
+
+
+def test_forgetting_returns_to_the_prior_not_to_nothing():
+    stats = PromptStatistics(posterior_half_life=2.0, posterior_prior_a=0.5, posterior_prior_b=0.5)
+    stats.set_prior([7], [0.25], weight=8)  # Beta(0.5 + 2, 0.5 + 6) before and long after any evidence
+    assert (stats.batch([7]).beta_a[0], stats.batch([7]).beta_b[0]) == (2.5, 6.5)
+    stats.update([7] * 10, [1.0] * 10)
+    assert stats.batch([7]).beta_a[0] == 12.5
+    for _ in range(200):
+        stats.update([], [])
+    b = stats.batch([7, 8])
+    assert b.beta_a[0] == pytest.approx(2.5) and b.beta_b[0] == pytest.approx(6.5)
+    assert (b.beta_a[1], b.beta_b[1]) == (0.5, 0.5)  # the weak prior of a prompt with nothing: Jeffreys here
+
+
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        ({"posterior_half_life": 0}, "posterior_half_life=0"),
+        ({"posterior_half_life": -3.0}, "posterior_half_life=-3.0"),
+        ({"posterior_half_life": float("inf")}, "posterior_half_life=inf"),
+        ({"posterior_half_life": float("nan")}, "posterior_half_life=nan"),
+        ({"posterior_half_life": True}, "posterior_half_life=True"),
+        ({"posterior_half_life": "8"}, "posterior_half_life='8'"),
+        ({"posterior_prior_a": 0.0}, "posterior_prior_a=0.0"),
+        ({"posterior_prior_b": -1.0}, "posterior_prior_b=-1.0"),
+        ({"posterior_prior_b": float("nan")}, "posterior_prior_b"),
+    ],
+)
+def test_invalid_posterior_config_names_the_field_and_the_fix(kwargs, field):
+    with pytest.raises(ValueError, match=field) as info:
+        PromptStatistics(**kwargs)
+    if "half_life" in field:
+        assert "None to never forget" in str(info.value)
+
+
+def test_posterior_state_round_trip_is_exact_and_resumes_bit_identically(tmp_path):
+    rng = np.random.default_rng(1)
+    config = {"posterior_half_life": 3.7, "posterior_prior_a": 0.5, "posterior_prior_b": 0.5}
+    stats = PromptStatistics(**config)
+    stats.set_prior([2, 9], [0.1, 0.8], weight=8)
+    for step in range(25):
+        ids = rng.integers(0, 20, 30)
+        stats.update(ids, (rng.random(30) < 0.4).astype(float))
+        if step % 5 == 4:
+            stats.end_epoch()
+    state = stats.state_dict()
+    assert state["version"] == FORMAT_VERSION == 3 and state["config"]["posterior_half_life"] == 3.7
+    assert set(state["columns"]) >= {"posterior_successes", "posterior_failures"}
+    stats.save(tmp_path / "s.json")
+    loaded = PromptStatistics.load(tmp_path / "s.json", posterior_half_life=3.7)
+    assert loaded.config == stats.config and loaded.state_dict() == state
+    from_dataset = PromptStatistics.from_dataset(stats.to_dataset())
+    assert from_dataset.state_dict() == state
+    for _ in range(10):
+        ids = rng.integers(0, 25, 30)
+        rewards = (rng.random(30) < 0.5).astype(float)
+        for s in (stats, loaded, from_dataset):
+            s.update(ids, rewards)
+    ids = np.arange(26)
+    for s in (loaded, from_dataset):
+        assert s.state_dict() == stats.state_dict()
+        np.testing.assert_array_equal(s.batch(ids).beta_a, stats.batch(ids).beta_a)
+        np.testing.assert_array_equal(s.batch(ids).beta_b, stats.batch(ids).beta_b)
+
+
+def test_posterior_config_is_checked_on_load(tmp_path):
+    stats = PromptStatistics(posterior_half_life=4.0)
+    stats.update([1], [1.0])
+    stats.save(tmp_path / "s.json")
+    with pytest.raises(ValueError, match="posterior_half_life=4.0 but this run uses posterior_half_life=8"):
+        PromptStatistics.load(tmp_path / "s.json", posterior_half_life=8)
+    with pytest.raises(ValueError, match="posterior_half_life: saved 4.0, configured None"):
+        PromptStatistics().load_state_dict(stats.state_dict())
+    with pytest.raises(ValueError, match="posterior_prior_a: saved 1.0, configured 0.5"):
+        PromptStatistics(posterior_half_life=4.0, posterior_prior_a=0.5).load_state_dict(stats.state_dict())
+
+
+def test_version_2_state_loads_with_the_cumulative_posterior(tmp_path):
+    # A version-2 file predates the posterior columns: the posterior starts from the cumulative counts, and the
+    # configured half-life (and weak prior) of the loading store apply from there on.
+    v3 = _full_store().state_dict()
+    v2 = json.loads(json.dumps(v3))
+    v2["version"] = 2
+    for key in ("posterior_half_life", "posterior_prior_a", "posterior_prior_b"):
+        del v2["config"][key]
+    for key in ("posterior_successes", "posterior_failures"):
+        del v2["columns"][key]
+    config = {"success_threshold": 0.5, "decay": 0.8, "prior_alpha": 0.5, "prior_beta": 4.0}
+    plain = PromptStatistics(**config)
+    plain.load_state_dict(v2)
+    assert plain.state_dict() == v3  # without forgetting nothing is lost
+    forgetting = PromptStatistics(**config, posterior_half_life=1.0)
+    forgetting.load_state_dict(v2)
+    np.testing.assert_array_equal(forgetting.batch([10, 11]).beta_a, plain.batch([10, 11]).beta_a)
+    forgetting.update([], [])
+    ids = [10, 11]
+    np.testing.assert_allclose(forgetting.batch(ids).beta_a - 1 - np.array([0.9, 0]), 0.5 * np.array([2, 1]))
+    (tmp_path / "v2.json").write_text(json.dumps(v2))
+    loaded = PromptStatistics.load(tmp_path / "v2.json", posterior_half_life=6.0)
+    assert loaded.posterior_half_life == 6.0 and loaded.config["decay"] == 0.8
+    assert PromptStatistics.load(tmp_path / "v2.json").posterior_half_life is None
+
+
+def test_posterior_evidence_above_the_counts_is_rejected():
+    state = json.loads(json.dumps(_full_store().state_dict()))
+    state["columns"]["posterior_successes"][0] = 99.0
+    with pytest.raises(ValueError, match="posterior's evidence exceeds the cumulative counts"):
+        PromptStatistics(success_threshold=0.5, decay=0.8, prior_alpha=0.5, prior_beta=4.0).load_state_dict(state)
+    state = json.loads(json.dumps(_full_store().state_dict()))
+    del state["columns"]["posterior_failures"]
+    with pytest.raises(ValueError, match=r"lacks columns \['posterior_failures'\]"):
+        PromptStatistics(success_threshold=0.5, decay=0.8, prior_alpha=0.5, prior_beta=4.0).load_state_dict(state)
+
+
+def test_cero_reads_the_forgetting_posterior():
+    stats = PromptStatistics(posterior_half_life=1.0)
+    stats.update([1] * 4, [1.0, 1.0, 0.0, 0.0])
+    stats.update([], [])
+    c, _ = get_allocator("cero", eta=1.0).scores(stats.batch([1]))
+    a, b = 2.0, 2.0  # 1 + 2 * 0.5 each
+    assert c[0] == pytest.approx(a * b / ((a + b) * (a + b + 1)))

@@ -21,6 +21,13 @@ are the shares of completions in all-correct and in all-wrong groups (so the thr
 which counts zero-gradient *prompts*, every ratio here is a share of completions, because with variable N_i only the
 completion shares add up to the budget.
 
+Because the simulator knows the true p_i, it also scores every allocation by the paper's own objective at the truth:
+the *value share* of a step is sum_i Value(N_i, p_i) over the best sum_i Value(N*_i, p_i) reachable with the same
+prompts and the same number of generated completions, N* in [2, 128] (Eq. 5 with the paper's bounds, solved exactly;
+:func:`value_share`). It separates "where the budget went" from how lucky the draws were, and penalises allocating on
+stale or noisy estimates. *Mixed prompts per 1,000 generated completions* counts the trained groups with
+0 < k_i < N_i per thousand completions generated.
+
 Assumptions (all parameters, none tuned to reproduce a paper's number):
 
 - :class:`DifficultyMix`: the initial p_i come from a three-part mixture meant to look like DAPO-Math-17K under a
@@ -48,7 +55,12 @@ from typing import Any, Literal, Protocol
 import numpy as np
 
 from trl_adaptive.allocation.base import Allocator, PromptBatchStats, get_allocator
+from trl_adaptive.allocation.bayes_knapsack import absorb
+from trl_adaptive.allocation.knapsack import _fill_evenly
 from trl_adaptive.allocation.sequential import SequentialAllocator, dynamic_sampling_keep, is_success
+from trl_adaptive.allocation.solvers import solve_greedy
+from trl_adaptive.allocation.value import marginal_gains
+from trl_adaptive.allocation.value import value as value_of
 
 RuleKind = Literal["per_completion", "per_group", "sqrt", "advantage"]
 RULE_KINDS: tuple[RuleKind, ...] = ("per_completion", "per_group", "sqrt", "advantage")
@@ -233,6 +245,36 @@ def group_metrics(counts: np.ndarray, successes: np.ndarray) -> dict[str, float]
     }
 
 
+REFERENCE_BOUNDS: tuple[int, int] = (2, 128)  # N_low, N_up of the value share's best allocation (the paper's defaults)
+
+
+def value_share(counts: np.ndarray, p: np.ndarray, bounds: tuple[int, int] = REFERENCE_BOUNDS) -> float:
+    """sum_i Value(N_i, p_i) / max_{N*} sum_i Value(N*_i, p_i), at the TRUE p_i (Knapsack RL's Eq. 5 objective).
+
+    The best allocation N* spends the same total, sum_i N_i, on the same prompts, within ``bounds`` = (N_low, N_up),
+    exactly (greedy on the concave Value, :func:`~trl_adaptive.allocation.solvers.solve_greedy`). A prompt given 0
+    completions scores 0; since the reference gives every prompt at least N_low, a strategy that skips prompts (CERO,
+    Pilot-Commit's eviction) could in principle exceed 1. 1.0 when the best objective is 0.
+
+    Args:
+        counts: ``(M,)`` N_i, completions generated per prompt in the step.
+        p: ``(M,)`` true success probabilities at the time of the step.
+
+    Example:
+        >>> round(value_share(np.array([8, 8]), np.array([0.5, 0.999])), 3)  # the best moves 6 units to p = 0.5
+        0.992
+    """
+    counts = np.asarray(counts, dtype=np.int64)
+    p = np.asarray(p, dtype=np.float64)
+    low, high = bounds
+    high = max(high, int(counts.max()), -(-int(counts.sum()) // len(counts)))
+    total = max(int(counts.sum()), low * len(counts))
+    best = solve_greedy(None, total, low, high, gains=marginal_gains(p, high))
+    optimum = float(value_of(best, p).sum())
+    achieved = float(value_of(counts, p).sum())
+    return achieved / optimum if optimum > 0 else 1.0
+
+
 # ==== the statistics store the allocator reads =======================================================================
 class StatisticsStore(Protocol):
     """The part of :class:`trl_adaptive.stats.PromptStatistics` the simulator uses."""
@@ -292,6 +334,66 @@ class DynamicSampling:
             raise ValueError(f"max_rounds={self.max_rounds!r}: must be an integer >= 0 (extra rounds per step).")
 
 
+@dataclass(frozen=True)
+class Pilot:
+    """A pilot round, then the rest of the step's budget by an allocator's ``allocate_remaining`` (two rounds).
+
+    One step: every prompt of the batch gets ``pilot_rollouts`` = k completions; their results join the posterior
+    (:func:`~trl_adaptive.allocation.bayes_knapsack.absorb`, the store itself is updated once per step); the
+    allocator splits the remaining B - k M completions on top (``allocate_remaining``, e.g. ``bayes_knapsack``).
+    Pilot completions are trained on: a prompt's group is its k + extra completions. Generation = training = B.
+
+    Attributes:
+        allocator: a registered name or an instance with ``allocate_remaining`` (default ``"bayes_knapsack"``).
+        pilot_rollouts: k >= 1, with k M < B.
+
+    Example:
+        >>> result = simulate(Pilot("bayes_knapsack", 2), num_prompts=256, batch_prompts=64, epochs=1, seed=0)
+        >>> bool(np.all(result.generated == 512)), int(result.rounds[0])
+        (True, 2)
+    """
+
+    allocator: str | Allocator = "bayes_knapsack"
+    pilot_rollouts: int = 2
+
+    def __post_init__(self) -> None:
+        k = self.pilot_rollouts
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ValueError(f"pilot_rollouts={k!r}: must be an integer >= 1 (completions per prompt in round one).")
+
+
+@dataclass(frozen=True)
+class PilotCommit:
+    """Pilot-Commit's rule (``databricks/pilot-commit``, ``recipe/pc``) at a fixed budget, as a baseline.
+
+    One step: every prompt not evicted gets ``pilot_rollouts`` = k completions; prompts whose pilot success rate q
+    lies in [``lower``, 1 - ``upper``] (the official ``diversity_threshold_lower`` / ``_upper``; README values
+    0.125 / 0.25) share the rest of the budget evenly, up to N_up = ``max_rollouts`` each (anything that does not fit
+    is spread evenly over the other active prompts); too-hard (q < lower) and too-easy prompts get nothing more this
+    step (too-hard ones are deferred: they come back next epoch); prompts with q >= ``evict_at`` (the official
+    ``exclude_threshold_upper``, 1.0 in the README) are evicted: they get no completion in any later step, and their
+    share goes to the rest of the batch. All completions, pilot included, are trained on.
+
+    Departures from the official code, forced by a fixed-size step: the commit happens in the same step, on the
+    pilot's prompts (the official trainer commits from a replay buffer up to 4 steps later, with fresh prompts
+    filling the batch); an evicted prompt's share stays in the batch instead of drawing a new prompt; if fewer than
+    B / N_up prompts of a batch are active, eviction is ignored for that step.
+    """
+
+    pilot_rollouts: int = 4
+    lower: float = 0.125
+    upper: float = 0.25
+    evict_at: float | None = 1.0
+    max_rollouts: int = 128
+
+    def __post_init__(self) -> None:
+        k = self.pilot_rollouts
+        if isinstance(k, bool) or not isinstance(k, int) or k < 2:
+            raise ValueError(f"pilot_rollouts={k!r}: must be an integer >= 2 (a group of one has no baseline).")
+        if not 0.0 <= self.lower <= 1.0 - self.upper <= 1.0:
+            raise ValueError(f"Need 0 <= lower <= 1 - upper <= 1, got lower={self.lower}, upper={self.upper}.")
+
+
 @dataclass
 class SimulationResult:
     """Per-step metrics of one run (arrays of shape ``(steps,)``) and a summary.
@@ -313,6 +415,9 @@ class SimulationResult:
             N_i = 0.
         converted_from_zero: cumulative number of prompts that had been scored at least once with no success ever
             (the store's p = 0 status) and have now produced a success.
+        value_share: the step's :func:`value_share`: the objective of the generated counts at the true p over the
+            best allocation of the same completions at the true p.
+        mixed_prompts: trained groups with 0 < k_i < N_i in the step.
         mean_p: mean true p_i over the whole population after the step's update.
         allocate_seconds: wall time of the allocator's calls (``allocate``; ``round_counts`` and ``select`` for Seq),
             not deterministic and excluded from comparisons.
@@ -341,6 +446,8 @@ class SimulationResult:
     rounds: np.ndarray
     filled: np.ndarray
     unfinished: np.ndarray
+    value_share: np.ndarray
+    mixed_prompts: np.ndarray
     mean_count_by_status: dict[str, float] = field(default_factory=dict)
     summary: dict[str, float] = field(default_factory=dict)
 
@@ -369,7 +476,7 @@ class _Step:
 
 
 def simulate(
-    allocator: str | Allocator | DynamicSampling,
+    allocator: str | Allocator | DynamicSampling | Pilot | PilotCommit,
     *,
     num_prompts: int = 2000,
     batch_prompts: int = 256,
@@ -390,10 +497,13 @@ def simulate(
       Seq-Balance): rounds as in :func:`sample_in_rounds`, then n = ``num_generations`` selected per prompt; the
       baseline is computed from all of a prompt's completions, which only the ``"advantage"`` rule models (see
       :func:`seq_advantage_weights`);
-    - :class:`DynamicSampling` around a plan-ahead allocator (DAPO).
+    - :class:`DynamicSampling` around a plan-ahead allocator (DAPO);
+    - two rounds per step: :class:`Pilot` (k per prompt, then ``allocate_remaining`` on the updated posterior) or
+      :class:`PilotCommit` (Pilot-Commit's thresholds).
 
     Args:
-        allocator: a registered name (``get_allocator(name)``), an instance, or a :class:`DynamicSampling`; an
+        allocator: a registered name (``get_allocator(name)``), an instance, a :class:`DynamicSampling`, a
+            :class:`Pilot` or a :class:`PilotCommit`; an
             instance is deep-copied, so a stateful allocator (CERO's duals) starts from the given state and the
             caller's object is not mutated.
         num_prompts: size of the dataset.
@@ -419,9 +529,30 @@ def simulate(
     if num_generations < 2 or epochs < 1:
         raise ValueError(f"Need num_generations >= 2 and epochs >= 1, got {num_generations} and {epochs}.")
     dynamic = allocator if isinstance(allocator, DynamicSampling) else None
-    spec = dynamic.allocator if dynamic is not None else allocator
+    pilot = allocator if isinstance(allocator, Pilot) else None
+    pilot_commit = allocator if isinstance(allocator, PilotCommit) else None
+    if pilot_commit is not None:
+        spec: str | Allocator = "uniform"  # unused: the rule is the spec's own
+    elif dynamic is not None or pilot is not None:
+        spec = (dynamic or pilot).allocator  # type: ignore[union-attr]
+    else:
+        spec = allocator  # type: ignore[assignment]
     alloc = get_allocator(spec) if isinstance(spec, str) else copy.deepcopy(spec)
     sequential = isinstance(alloc, SequentialAllocator)
+    if pilot is not None and not hasattr(alloc, "allocate_remaining"):
+        raise TypeError(
+            f"Pilot({alloc.name!r}): the allocator has no allocate_remaining(stats, budget_left, already)."
+        )
+    if pilot is not None and pilot.pilot_rollouts * batch_prompts >= batch_prompts * num_generations:
+        raise ValueError(
+            f"Pilot: pilot_rollouts={pilot.pilot_rollouts} x {batch_prompts} prompts leaves nothing of the step's "
+            f"budget {batch_prompts * num_generations}; lower pilot_rollouts below num_generations={num_generations}."
+        )
+    if pilot_commit is not None and pilot_commit.pilot_rollouts >= num_generations:
+        raise ValueError(
+            f"PilotCommit: pilot_rollouts={pilot_commit.pilot_rollouts} leaves nothing to commit; it must be below "
+            f"num_generations={num_generations}."
+        )
     if dynamic is not None and sequential:
         raise ValueError(
             f"DynamicSampling({alloc.name!r}): Reinforce-Ada Seq already samples until each prompt shows signal; "
@@ -457,6 +588,9 @@ def simulate(
     converted_col = np.zeros(total_steps, dtype=np.int64)
     mean_p = np.zeros(total_steps)
     alloc_time = np.zeros(total_steps)
+    shares = np.zeros(total_steps)
+    mixed_col = np.zeros(total_steps, dtype=np.int64)
+    evicted = np.zeros(num_prompts, dtype=bool)  # Pilot-Commit's evicted prompts
     status_counts = np.zeros(len(STATUSES))  # sum of N_i per status, epochs >= 2
     status_prompts = np.zeros(len(STATUSES))  # prompts allocated per status, epochs >= 2
 
@@ -466,7 +600,11 @@ def simulate(
         for s in range(steps_per_epoch):
             ids = order[s * batch_prompts : (s + 1) * batch_prompts]
             # ---- allocation from the store's statistics only (same information as the trainer), and rollouts ----
-            if sequential:
+            if pilot is not None:
+                out = _pilot_step(alloc, ids, store, logits, budget, pilot.pilot_rollouts, reward_rng)
+            elif pilot_commit is not None:
+                out = _pilot_commit_step(pilot_commit, ids, store, logits, budget, evicted, reward_rng)
+            elif sequential:
                 out = _sequential_step(alloc, ids, store, logits, num_generations, reward_rng, select_rng)
             elif dynamic is not None:
                 out = _dynamic_step(alloc, ids, store, logits, budget, num_generations, dynamic, reward_rng, draw_rng)
@@ -480,7 +618,9 @@ def simulate(
                 columns[name][step] = value
             mixed = (out.trained_successes > 0) & (out.trained_successes < out.trained)
             per_generated[step] = float(out.trained[mixed].sum() / out.generated.sum())
+            mixed_col[step] = int(mixed.sum())
             gen_ids = out.generated_ids
+            shares[step] = value_share(out.generated, _expit(logits[gen_ids]))
             was_zero = (attempts_seen[gen_ids] > 0) & (successes_seen[gen_ids] == 0)
             converted += int(np.sum(was_zero & (out.generated_successes > 0)))
             attempts_seen[gen_ids] += out.generated
@@ -522,6 +662,8 @@ def simulate(
         rounds=rounds,
         filled=filled,
         unfinished=unfinished,
+        value_share=shares,
+        mixed_prompts=mixed_col,
         mean_count_by_status={
             name: float(status_counts[i] / status_prompts[i]) if status_prompts[i] else float("nan")
             for i, name in enumerate(STATUSES)
@@ -563,6 +705,100 @@ def _plan_step(
         completion_ids=np.repeat(ids, counts),
         rewards=rewards,
         seconds=seconds,
+    )
+
+
+def _pilot_step(
+    alloc: Allocator,
+    ids: np.ndarray,
+    store: StatisticsStore,
+    logits: np.ndarray,
+    budget: int,
+    pilot_rollouts: int,
+    reward_rng: np.random.Generator,
+) -> _Step:
+    """A pilot of k per prompt, then ``allocate_remaining`` on the posterior that includes it (:class:`Pilot`)."""
+    num = len(ids)
+    p = _expit(logits[ids])
+    stats = store.batch(ids)
+    first = np.full(num, pilot_rollouts, dtype=np.int64)
+    segment1 = np.repeat(np.arange(num), first)
+    rewards1 = (reward_rng.random(len(segment1)) < p[segment1]).astype(np.float64)
+    successes1 = np.bincount(segment1, weights=rewards1, minlength=num)
+    start = time.perf_counter()
+    extra = alloc.allocate_remaining(absorb(stats, successes1, first), budget - int(first.sum()), first)  # type: ignore[attr-defined]
+    seconds = time.perf_counter() - start
+    segment2 = np.repeat(np.arange(num), extra)
+    rewards2 = (reward_rng.random(len(segment2)) < p[segment2]).astype(np.float64)
+    counts = first + extra
+    successes = (successes1 + np.bincount(segment2, weights=rewards2, minlength=num)).astype(np.int64)
+    return _Step(
+        trained_ids=ids,
+        trained=counts,
+        trained_successes=successes,
+        weights=None,
+        generated_ids=ids,
+        generated_rates=store.success_rates(ids),
+        generated=counts,
+        generated_successes=successes,
+        completion_ids=np.concatenate([ids[segment1], ids[segment2]]),
+        rewards=np.concatenate([rewards1, rewards2]),
+        seconds=seconds,
+        rounds=2,
+    )
+
+
+def _pilot_commit_step(
+    spec: PilotCommit,
+    ids: np.ndarray,
+    store: StatisticsStore,
+    logits: np.ndarray,
+    budget: int,
+    evicted: np.ndarray,
+    reward_rng: np.random.Generator,
+) -> _Step:
+    """Pilot-Commit's rule at a fixed budget (:class:`PilotCommit`); updates ``evicted`` in place."""
+    num, k, n_up = len(ids), spec.pilot_rollouts, spec.max_rollouts
+    p = _expit(logits[ids])
+    start = time.perf_counter()
+    active = ~evicted[ids]
+    if active.sum() * n_up < budget or active.sum() * k >= budget:
+        active[:] = True  # too few prompts left to hold the budget: ignore eviction this step
+    first = np.where(active, k, 0).astype(np.int64)
+    seconds = time.perf_counter() - start
+    segment1 = np.repeat(np.arange(num), first)
+    rewards1 = (reward_rng.random(len(segment1)) < p[segment1]).astype(np.float64)
+    successes1 = np.bincount(segment1, weights=rewards1, minlength=num)
+    start = time.perf_counter()
+    rate = np.divide(successes1, first, out=np.zeros(num), where=first > 0)
+    keep = np.flatnonzero(active & (rate >= spec.lower) & (rate <= 1.0 - spec.upper))
+    counts = first.copy()
+    left = budget - int(first.sum())
+    if len(keep):
+        counts[keep], left = _fill_evenly(counts[keep], left, n_up)
+    if left:
+        on = np.flatnonzero(active)
+        counts[on], left = _fill_evenly(counts[on], left, n_up)
+    if spec.evict_at is not None:
+        evicted[ids[active & (rate >= spec.evict_at)]] = True
+    seconds += time.perf_counter() - start
+    extra = counts - first
+    segment2 = np.repeat(np.arange(num), extra)
+    rewards2 = (reward_rng.random(len(segment2)) < p[segment2]).astype(np.float64)
+    successes = (successes1 + np.bincount(segment2, weights=rewards2, minlength=num)).astype(np.int64)
+    return _Step(
+        trained_ids=ids,
+        trained=counts,
+        trained_successes=successes,
+        weights=None,
+        generated_ids=ids,
+        generated_rates=store.success_rates(ids),
+        generated=counts,
+        generated_successes=successes,
+        completion_ids=np.concatenate([ids[segment1], ids[segment2]]),
+        rewards=np.concatenate([rewards1, rewards2]),
+        seconds=seconds,
+        rounds=2,
     )
 
 
@@ -825,7 +1061,10 @@ def summarize(result: SimulationResult, *, hard_threshold: float = 0.01) -> dict
       completions generated / all trained, 1 for a plan-ahead allocator), ``effective_gradient_ratio_per_generated``
       and its ``_after_first`` (step means of trained completions in mixed groups / completions generated),
       ``rounds_per_step``, ``filled_share`` (dynamic sampling's fill / trained) and ``unfinished_prompts`` (Seq,
-      per step).
+      per step);
+    - ``value_share`` and ``value_share_after_first``: step means of :func:`value_share` (the objective at the true
+      p over the best allocation of the same completions at the true p), and ``mixed_per_1000_generated``: mixed
+      trained groups per 1,000 completions generated over the run.
     """
     later = result.epoch >= 1
     hard = result.p_initial < hard_threshold
@@ -856,17 +1095,23 @@ def summarize(result: SimulationResult, *, hard_threshold: float = 0.01) -> dict
     summary["rounds_per_step"] = float(result.rounds.mean())
     summary["filled_share"] = float(result.filled.sum() / result.budget_used.sum())
     summary["unfinished_prompts"] = float(result.unfinished.mean())
+    summary["value_share"] = float(result.value_share.mean())
+    summary["value_share_after_first"] = float(result.value_share[later].mean()) if later.any() else float("nan")
+    summary["mixed_per_1000_generated"] = float(1000.0 * result.mixed_prompts.sum() / result.generated.sum())
     return summary
 
 
 # ==== comparisons ====================================================================================================
-AllocatorSpec = str | Allocator | DynamicSampling
+AllocatorSpec = str | Allocator | DynamicSampling | Pilot | PilotCommit
 
 _RATIO_KEYS: tuple[str, ...] = (
     "effective_gradient_ratio",
     "effective_gradient_ratio_after_first",
     "effective_gradient_ratio_per_generated",
     "effective_gradient_ratio_per_generated_after_first",
+    "value_share",
+    "value_share_after_first",
+    "mixed_per_1000_generated",
 )
 
 
@@ -963,6 +1208,8 @@ __all__ = [
     "DifficultyMix",
     "DynamicSampling",
     "LearningRule",
+    "Pilot",
+    "PilotCommit",
     "RoundsOutcome",
     "SimulationResult",
     "compare",
@@ -971,4 +1218,5 @@ __all__ = [
     "seq_advantage_weights",
     "simulate",
     "summarize",
+    "value_share",
 ]

@@ -1,9 +1,11 @@
 """Per-prompt success statistics, keyed by a stable integer prompt id, that every allocator reads.
 
 One store serves all strategies (DESIGN 2): Knapsack RL's last-epoch rate p_i = c_i / t_i, Reinforce-Ada Est's
-decayed pass rate p~_i, and CERO's Beta(a_i, b_i) posterior. It is plain NumPy (no torch, no trl) and saves to a
-plain JSON file atomically, so it survives checkpoint and resume (the Reinforce-Ada ``hanze`` branch loses its
-statistics on resume; KnapsackRL collides prompts without an index; see ``shared/research/peer-implementations.md``).
+decayed pass rate p~_i, and the Beta(a_i, b_i) posterior that CERO and ``bayes_knapsack`` read (one posterior, with
+optional forgetting, ``posterior_half_life``, and a weak prior, ``posterior_prior_a`` / ``posterior_prior_b``). It is
+plain NumPy (no torch, no trl) and saves to a plain JSON file atomically, so it survives checkpoint and resume (the
+Reinforce-Ada ``hanze`` branch loses its statistics on resume; KnapsackRL collides prompts without an index; see
+``shared/research/peer-implementations.md``).
 
 Besides the counts, each prompt may carry a *prior* (pseudo-completions from a dataset's pass-rate column,
 :meth:`PromptStatistics.set_prior`) and a *fingerprint* of its text (:func:`prompt_fingerprint`,
@@ -49,8 +51,8 @@ if TYPE_CHECKING:  # imported lazily at run time: stats.py must import without i
     import datasets
 
 FORMAT_NAME = "trl_adaptive.PromptStatistics"
-FORMAT_VERSION = 2
-_READABLE_VERSIONS = (1, 2)  # version 1: no priors, no fingerprints
+FORMAT_VERSION = 3
+_READABLE_VERSIONS = (1, 2, 3)  # version 1: no priors, no fingerprints; versions 1-2: no posterior columns
 
 # Per-prompt columns, one float64 array each. Integer-valued counts are stored as float64 too (exact up to 2**53).
 _COUNT_COLUMNS = (
@@ -70,10 +72,17 @@ _PRIOR_COLUMNS = (
     "prior_attempts",  # w
     "prior_visits",  # v, visits since the prior was set; Est weighs the prior by decay ** v
 )
+_POSTERIOR_COLUMNS = (
+    "posterior_successes",  # S, the posterior's successes: cumulative, or decayed by 2^(-1/h) per update call
+    "posterior_failures",  # F, the posterior's failures, likewise
+)
 _V1_COLUMNS = _COUNT_COLUMNS + _DECAYED_COLUMNS
-_COLUMNS = _V1_COLUMNS + _PRIOR_COLUMNS
+_V2_COLUMNS = _V1_COLUMNS + _PRIOR_COLUMNS
+_COLUMNS = _V2_COLUMNS + _POSTERIOR_COLUMNS
 _INT_COLUMNS = (*_COUNT_COLUMNS, "prior_visits")  # written as integers by state_dict / to_dataset
-_CONFIG_FIELDS = ("success_threshold", "decay", "prior_alpha", "prior_beta")
+_V2_CONFIG_FIELDS = ("success_threshold", "decay", "prior_alpha", "prior_beta")
+_POSTERIOR_CONFIG_FIELDS = ("posterior_half_life", "posterior_prior_a", "posterior_prior_b")
+_CONFIG_FIELDS = (*_V2_CONFIG_FIELDS, *_POSTERIOR_CONFIG_FIELDS)  # versions 1-2 files carry the first four only
 
 # to_dataset / from_dataset
 _ID_COLUMN = "prompt_id"
@@ -196,9 +205,13 @@ class PromptStatistics:
     - an optional prior (:meth:`set_prior`): a pass rate p0 worth w pseudo-completions, kept as s0 = w p0, t0 = w,
       and v, the number of visits since it was set;
     - an optional fingerprint of the prompt text (:meth:`set_fingerprints`), to refuse statistics of other prompts;
+    - the posterior's evidence S_i, F_i: successes and failures, cumulative with ``posterior_half_life=None`` (the
+      default), otherwise forgotten at a half-life of h steps: every :meth:`update` call (one generation batch, one
+      step) multiplies S and F of EVERY prompt by 2^(-1/h), visited or not, then adds the call's own counts, so a
+      completion scored k steps ago weighs 2^(-k/h);
     - from these, on request: the last-epoch rate p_i (Knapsack RL), the smoothed rate p~_i (Reinforce-Ada Est,
       never 0 or 1; 1 / 17 for an unseen prompt without prior under the default alpha, beta), and the Beta posterior
-      over cumulative counts (CERO).
+      Beta(a0 + s0 + S_i, b0 + (t0 - s0) + F_i) that CERO and ``bayes_knapsack`` read (a0 = b0 = 1 by default).
 
     **How the prior combines with the evidence**, per reading (s0 = t0 = 0 without a prior):
 
@@ -210,7 +223,10 @@ class PromptStatistics:
                                         counts at its full weight w, every epoch: it does not fade.
     ``smoothed_rate`` (Est)             (alpha + gamma^v s0 + n_pos) / (alpha + beta + gamma^v t0 + n_tot): the prior
                                         seeds the decayed counts and decays per visit like real evidence.
-    ``beta_a``, ``beta_b`` (CERO)       1 + s0 + successes, 1 + (t0 - s0) + failures (cumulative counts).
+    ``beta_a``, ``beta_b`` (CERO,       a0 + s0 + S, b0 + (t0 - s0) + F: the weak Beta(a0, b0) prior (default
+    ``bayes_knapsack``)                 Beta(1, 1)), the prior's pseudo-counts (they never fade) and the posterior's
+                                        evidence S, F (cumulative counts unless ``posterior_half_life`` is set;
+                                        forgetting pulls the posterior back to Beta(a0 + s0, b0 + t0 - s0)).
     ``attempts``, ``successes``         real cumulative counts only; ``prior_attempts`` carries t0, so a prompt with
                                         a prior is not "unseen" (Est's ``unseen_weight``).
     ==================================  ==============================================================================
@@ -227,6 +243,13 @@ class PromptStatistics:
         decay: gamma in (0, 1]; Est's per-visit decay of n_pos and n_tot (1.0 keeps plain cumulative counts).
         prior_alpha: alpha > 0 of Est's Beta prior (official: 1.0).
         prior_beta: beta > 0 of Est's Beta prior (official: 16.0, so an unseen prompt has p~ = 1 / 17).
+        posterior_half_life: h > 0, the half-life of the posterior's evidence in steps (:meth:`update` calls), or
+            None (default) to never forget: then Beta(a, b) is exactly Beta(1 + s0 + c, 1 + t0 - s0 + t - c) over
+            the cumulative counts (with the default weak prior), as CERO has always read it. Forgetting lets old
+            evidence fade as the policy changes; docs/statistics.md reports what it did in the simulator.
+        posterior_prior_a, posterior_prior_b: a0, b0 > 0, the weak Beta prior of every prompt's posterior, to which
+            the prior column's pseudo-counts and the evidence are added (default 1, 1: CERO's Beta(1, 1); 0.5, 0.5
+            is Jeffreys' prior, which puts more mass near 0 and 1, see docs/statistics.md).
 
     Example:
         >>> stats = PromptStatistics(success_threshold=0.5)
@@ -243,7 +266,14 @@ class PromptStatistics:
     """
 
     def __init__(
-        self, success_threshold: float = 1.0, decay: float = 0.9, prior_alpha: float = 1.0, prior_beta: float = 16.0
+        self,
+        success_threshold: float = 1.0,
+        decay: float = 0.9,
+        prior_alpha: float = 1.0,
+        prior_beta: float = 16.0,
+        posterior_half_life: float | None = None,
+        posterior_prior_a: float = 1.0,
+        posterior_prior_b: float = 1.0,
     ) -> None:
         self.success_threshold = _check_finite("success_threshold", success_threshold)
         self.decay = _check_finite("decay", decay)
@@ -259,6 +289,18 @@ class PromptStatistics:
                 raise ValueError(
                     f"{field}={value!r}: must be > 0 so that the smoothed rate is never 0 or 1 "
                     "(Reinforce-Ada Est uses prior_alpha=1, prior_beta=16)."
+                )
+        self.posterior_half_life = _check_half_life(posterior_half_life)
+        self.posterior_prior_a = _check_finite("posterior_prior_a", posterior_prior_a)
+        self.posterior_prior_b = _check_finite("posterior_prior_b", posterior_prior_b)
+        for field, value in (
+            ("posterior_prior_a", self.posterior_prior_a),
+            ("posterior_prior_b", self.posterior_prior_b),
+        ):
+            if value <= 0.0:
+                raise ValueError(
+                    f"{field}={value!r}: must be > 0, a Beta prior's pseudo-count (1.0: uniform, CERO's default; "
+                    "0.5: Jeffreys)."
                 )
         self.epoch = 0
         self._index: dict[int, int] = {}
@@ -277,13 +319,20 @@ class PromptStatistics:
     def __repr__(self) -> str:
         return (
             f"PromptStatistics(success_threshold={self.success_threshold}, decay={self.decay}, "
-            f"prior_alpha={self.prior_alpha}, prior_beta={self.prior_beta}; {len(self)} prompts, epoch {self.epoch})"
+            f"prior_alpha={self.prior_alpha}, prior_beta={self.prior_beta}, "
+            f"posterior_half_life={self.posterior_half_life}, posterior_prior_a={self.posterior_prior_a}, "
+            f"posterior_prior_b={self.posterior_prior_b}; {len(self)} prompts, epoch {self.epoch})"
         )
 
     @property
-    def config(self) -> dict[str, float]:
-        """The four constructor arguments; saved with the statistics and checked on load."""
+    def config(self) -> dict[str, float | None]:
+        """The seven constructor arguments; saved with the statistics and checked on load."""
         return {field: getattr(self, field) for field in _CONFIG_FIELDS}
+
+    @property
+    def posterior_decay(self) -> float:
+        """2^(-1/h), the factor the posterior's evidence is multiplied by at every :meth:`update` call (1.0: never)."""
+        return 1.0 if self.posterior_half_life is None else 2.0 ** (-1.0 / self.posterior_half_life)
 
     @property
     def num_seen(self) -> int:
@@ -331,6 +380,12 @@ class PromptStatistics:
         Est visit, n_pos <- gamma * n_pos + s, n_tot <- gamma * n_tot + t (decay first, then add), and a prior's visit
         count v grows by one. Call it once per generation batch: two calls for the same prompt decay its counts twice.
 
+        Each call is also one step of the posterior's clock: with ``posterior_half_life`` h, the posterior evidence
+        S, F of every prompt is multiplied by 2^(-1/h) (visited or not; also when nothing is scored), then S grows by
+        s and F by t - s. Without a half-life S and F are the cumulative counts. A step whose completions come in
+        rounds (a pilot, then the rest) should still make one call with all of them; the allocator of a later round
+        reads the earlier rounds through ``bayes_knapsack.absorb`` instead.
+
         Args:
             prompt_ids: ``(C,)`` integer prompt id of each completion.
             rewards: ``(C,)`` float reward of each completion; NaN for unscorable ones (not counted).
@@ -348,6 +403,7 @@ class PromptStatistics:
                 f"prompt_ids and rewards must be 1-D arrays of equal length (one entry per completion), got shapes "
                 f"{ids.shape} and {r.shape}."
             )
+        self._forget()
         scored = ~np.isnan(r)
         ids, r = ids[scored], r[scored]
         if len(ids) == 0:
@@ -364,6 +420,16 @@ class PromptStatistics:
         cols["decayed_successes"][rows] = self.decay * cols["decayed_successes"][rows] + successes
         cols["decayed_attempts"][rows] = self.decay * cols["decayed_attempts"][rows] + attempts
         cols["prior_visits"][rows[cols["prior_attempts"][rows] > 0]] += 1.0
+        cols["posterior_successes"][rows] += successes
+        cols["posterior_failures"][rows] += attempts - successes
+
+    def _forget(self) -> None:
+        """One step of the posterior's clock: S, F <- 2^(-1/h) S, 2^(-1/h) F for every row (nothing without h)."""
+        if self.posterior_half_life is None:
+            return
+        factor, n = self.posterior_decay, len(self)
+        for name in _POSTERIOR_COLUMNS:
+            self._cols[name][:n] *= factor
 
     def end_epoch(self) -> None:
         """Close the epoch: prompts attempted in it get it as their "last epoch"; current counts reset to 0.
@@ -520,10 +586,12 @@ class PromptStatistics:
         - ``success_rate``: as :meth:`success_rates`, (c_last + s0) / (t_last + t0).
         - ``attempts``, ``successes``: real cumulative counts (no prior).
         - ``smoothed_rate``: p~_i = (alpha + gamma^v s0 + n_pos) / (alpha + beta + gamma^v t0 + n_tot), Est.
-        - ``beta_a``, ``beta_b``: 1 + s0 + cumulative successes, 1 + (t0 - s0) + cumulative failures (CERO).
+        - ``beta_a``, ``beta_b``: a0 + s0 + S, b0 + (t0 - s0) + F, the weak prior Beta(a0, b0) (default Beta(1, 1))
+          plus the posterior's evidence S, F (cumulative successes and failures without ``posterior_half_life``,
+          decayed ones with it); read by CERO and ``bayes_knapsack``.
         - ``prior_attempts``: t0, so a prompt with a prior is not treated as unseen.
 
-        Unknown ids get zero counts: NaN rate, p~ = alpha / (alpha + beta), Beta(1, 1).
+        Unknown ids get zero counts: NaN rate, p~ = alpha / (alpha + beta), Beta(a0, b0).
         """
         ids = _as_ids(prompt_ids)
         g = self._gather(ids)
@@ -538,19 +606,20 @@ class PromptStatistics:
             successes=c,
             smoothed_rate=(alpha + g["decayed_successes"] + scale * prior_s)
             / (alpha + beta + g["decayed_attempts"] + scale * prior_t),
-            beta_a=1.0 + prior_s + c,
-            beta_b=1.0 + (prior_t - prior_s) + (t - c),
+            beta_a=self.posterior_prior_a + prior_s + g["posterior_successes"],
+            beta_b=self.posterior_prior_b + (prior_t - prior_s) + g["posterior_failures"],
             prior_attempts=prior_t,
         )
 
     # -- persistence ------------------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        """A plain, JSON-serialisable snapshot (format version 2).
+        """A plain, JSON-serialisable snapshot (format version 3).
 
         Keys: ``format``, ``version``, ``config``, ``epoch``, ``prompt_ids``, ``fingerprints`` (one string per id,
         ``""`` when unknown) and ``columns`` (one list per column, aligned with ``prompt_ids``). Counts and
-        ``prior_visits`` are written as integers; decayed counts and prior pseudo-counts as floats (``json`` writes
-        floats with ``repr``, so a round trip is exact).
+        ``prior_visits`` are written as integers; decayed counts, prior pseudo-counts and the posterior's evidence as
+        floats (``json`` writes floats with ``repr``, so a round trip is exact and a resumed run continues
+        bit-identically).
         """
         n = len(self)
         columns: dict[str, list[Any]] = {}
@@ -568,9 +637,12 @@ class PromptStatistics:
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Replace the contents with ``state`` (from :meth:`state_dict`, version 2 or the older version 1).
+        """Replace the contents with ``state`` (from :meth:`state_dict`, version 3 or the older versions 1 and 2).
 
-        A version-1 state (no priors, no fingerprints) loads with neither. Nothing changes when a check fails.
+        A version-1 state (no priors, no fingerprints) loads with neither. Versions 1 and 2 predate the posterior
+        columns and the posterior's config (half-life, weak prior): the posterior starts from the cumulative counts
+        (as if nothing had been forgotten yet) and this store's posterior config is kept. Nothing changes when a
+        check fails.
 
         Raises:
             ValueError: when the format or version is unknown, a key or column is missing (named), the saved config
@@ -587,10 +659,11 @@ class PromptStatistics:
             )
         saved = _require(state, "config")
         if not isinstance(saved, dict):
-            raise ValueError("PromptStatistics state: config must be a dict of the four constructor arguments.")
+            raise ValueError("PromptStatistics state: config must be a dict of the constructor arguments.")
+        fields = _CONFIG_FIELDS if version == FORMAT_VERSION else _V2_CONFIG_FIELDS
         diff = [
             f"{k}: saved {saved.get(k)!r}, configured {getattr(self, k)!r}"
-            for k in _CONFIG_FIELDS
+            for k in fields
             if saved.get(k) != getattr(self, k)
         ]
         if diff:
@@ -610,7 +683,7 @@ class PromptStatistics:
         columns = _require(state, "columns")
         if not isinstance(columns, dict):
             raise ValueError("PromptStatistics state: columns must be a dict of lists.")
-        names = _V1_COLUMNS if version == 1 else _COLUMNS
+        names = {1: _V1_COLUMNS, 2: _V2_COLUMNS}.get(version, _COLUMNS)
         missing = [name for name in names if name not in columns]
         if missing:
             raise ValueError(f"PromptStatistics state lacks columns {missing}.")
@@ -622,12 +695,23 @@ class PromptStatistics:
                 raise ValueError(f"PromptStatistics state: column {name!r} must be a list of numbers.") from None
         if any(len(a) != len(ids) for a in arrays.values()):
             raise ValueError("PromptStatistics state columns and prompt_ids differ in length.")
+        total_failures = arrays["total_attempts"] - arrays["total_successes"]
+        if version < 3:  # no forgetting before version 3: the posterior's evidence is the cumulative counts
+            arrays["posterior_successes"] = arrays["total_successes"].copy()
+            arrays["posterior_failures"] = total_failures
         if any(np.any(~np.isfinite(a) | (a < 0)) for a in arrays.values()):
             raise ValueError("PromptStatistics state holds negative or non-finite counts.")
         if any(np.any(arrays[name] != np.round(arrays[name])) for name in _INT_COLUMNS):
             raise ValueError(f"PromptStatistics state: columns {list(_INT_COLUMNS)} must hold whole numbers.")
         if np.any(arrays["prior_successes"] > arrays["prior_attempts"]):
             raise ValueError("PromptStatistics state: prior_successes exceeds prior_attempts.")
+        if np.any(arrays["posterior_successes"] > arrays["total_successes"]) or np.any(
+            arrays["posterior_failures"] > total_failures
+        ):
+            raise ValueError(
+                "PromptStatistics state: the posterior's evidence exceeds the cumulative counts (posterior_successes "
+                "> total_successes or posterior_failures > total_attempts - total_successes)."
+            )
         if version == 1:
             fingerprints = [""] * len(ids)
         else:
@@ -652,13 +736,15 @@ class PromptStatistics:
         write_json_atomic(path, self.state_dict())
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str], **expected_config: float) -> PromptStatistics:
-        """Read a store written by :meth:`save` (format version 1 or 2); its config comes from the file.
+    def load(cls, path: str | os.PathLike[str], **expected_config: float | None) -> PromptStatistics:
+        """Read a store written by :meth:`save` (format version 1, 2 or 3); its config comes from the file.
 
         Args:
             path: the JSON file.
-            **expected_config: optional ``success_threshold`` / ``decay`` / ``prior_alpha`` / ``prior_beta`` this run
-                is configured with; each given value must equal the saved one, or a ValueError names the field.
+            **expected_config: optional ``success_threshold`` / ``decay`` / ``prior_alpha`` / ``prior_beta`` /
+                ``posterior_half_life`` / ``posterior_prior_a`` / ``posterior_prior_b`` this run is configured with;
+                each given value must equal the saved one, or a ValueError names the field. A version-1 or 2 file has
+                no posterior config: the given values (the constructor's defaults when not given) are used.
 
         Raises:
             ValueError: naming ``path``, when the file is truncated or corrupt (not JSON), is not a PromptStatistics
@@ -681,14 +767,16 @@ class PromptStatistics:
         return cls._from_state(state, str(path), expected_config)
 
     @classmethod
-    def _from_state(cls, state: Any, source: str, expected_config: Mapping[str, float]) -> PromptStatistics:
+    def _from_state(cls, state: Any, source: str, expected_config: Mapping[str, float | None]) -> PromptStatistics:
         """A store built from ``state`` with the config it carries, checked against ``expected_config``."""
         if not isinstance(state, dict) or state.get("format") != FORMAT_NAME:
             raise ValueError(f"{source} is not a PromptStatistics file (expected format {FORMAT_NAME!r}).")
         saved = state.get("config")
-        if not isinstance(saved, dict) or set(saved) != set(_CONFIG_FIELDS):
+        fields = _V2_CONFIG_FIELDS if state.get("version") in (1, 2) else _CONFIG_FIELDS
+        if not isinstance(saved, dict) or set(saved) != set(fields):
             found = sorted(saved) if isinstance(saved, dict) else saved
-            raise ValueError(f"{source}: config must hold exactly {_CONFIG_FIELDS}, got {found!r}.")
+            raise ValueError(f"{source}: config must hold exactly {fields}, got {found!r}.")
+        saved = {**{k: expected_config[k] for k in _POSTERIOR_CONFIG_FIELDS if k in expected_config}, **saved}
         for field, value in expected_config.items():
             if saved[field] != value:
                 raise ValueError(
@@ -709,7 +797,8 @@ class PromptStatistics:
         Columns: ``prompt_id`` (int64), ``prompt_fingerprint`` (string, ``""`` when unknown), ``success_rate``
         (float64, as :meth:`success_rates`, NaN when unknown; informational, ignored by :meth:`from_dataset`), then
         every stored column: ``current_*``, ``last_*``, ``total_*`` successes / attempts and ``prior_visits``
-        (int64), ``decayed_*`` and ``prior_successes`` / ``prior_attempts`` (float64).
+        (int64), ``decayed_*``, ``prior_successes`` / ``prior_attempts`` and ``posterior_successes`` /
+        ``posterior_failures`` (float64).
 
         The format name and version, the config and the epoch are JSON in the ``id`` of the ``prompt_id`` feature
         (``dataset.features["prompt_id"].id``) and, for reading, in ``dataset.info.description``. The feature id is
@@ -755,7 +844,7 @@ class PromptStatistics:
         return datasets.Dataset(table, info=datasets.DatasetInfo(description=metadata, features=features))
 
     @classmethod
-    def from_dataset(cls, dataset: datasets.Dataset, **expected_config: float) -> PromptStatistics:
+    def from_dataset(cls, dataset: datasets.Dataset, **expected_config: float | None) -> PromptStatistics:
         """The exact inverse of :meth:`to_dataset`: ``from_dataset(s.to_dataset()).state_dict() == s.state_dict()``.
 
         Rows may have been reordered or selected (``select``, ``shuffle``, ``filter``); ``success_rate`` is not read.
@@ -781,7 +870,7 @@ class PromptStatistics:
             )
         if not isinstance(dataset, datasets.Dataset):
             raise TypeError(f"from_dataset takes a datasets.Dataset, got {type(dataset).__name__}.")
-        required = (_ID_COLUMN, _FINGERPRINT_COLUMN, *_COLUMNS)
+        required = (_ID_COLUMN, _FINGERPRINT_COLUMN, *_V2_COLUMNS)
         missing = [name for name in required if name not in dataset.column_names]
         if missing:
             hint = (
@@ -795,10 +884,17 @@ class PromptStatistics:
                 f"{dataset.column_names}).{hint}"
             )
         state = dict(_dataset_metadata(dataset))
+        names = _V2_COLUMNS if state.get("version") in (1, 2) else _COLUMNS
+        missing = [name for name in names if name not in dataset.column_names]
+        if missing:
+            raise ValueError(
+                f"The dataset lacks the columns {missing} that PromptStatistics.to_dataset() writes (it has "
+                f"{dataset.column_names})."
+            )
         table = dataset.with_format("arrow")[:]  # honours an indices mapping (select / shuffle / filter)
         state["prompt_ids"] = table.column(_ID_COLUMN).to_pylist()
         state["fingerprints"] = [f or "" for f in table.column(_FINGERPRINT_COLUMN).to_pylist()]
-        state["columns"] = {name: table.column(name).to_pylist() for name in _COLUMNS}
+        state["columns"] = {name: table.column(name).to_pylist() for name in names}
         return cls._from_state(state, "dataset", expected_config)
 
 
@@ -822,10 +918,22 @@ def _dataset_metadata(dataset: datasets.Dataset) -> dict[str, Any]:
     )
 
 
-def _check_config_names(expected_config: Mapping[str, float]) -> None:
+def _check_config_names(expected_config: Mapping[str, float | None]) -> None:
     unknown = sorted(set(expected_config) - set(_CONFIG_FIELDS))
     if unknown:
         raise TypeError(f"Unknown PromptStatistics config fields {unknown}; expected some of {_CONFIG_FIELDS}.")
+
+
+def _check_half_life(value: float | None) -> float | None:
+    if value is None:
+        return None
+    real = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
+    if not real or not math.isfinite(float(value)) or value <= 0:
+        raise ValueError(
+            f"posterior_half_life={value!r}: must be a finite number of steps > 0 (evidence scored h steps ago "
+            "weighs half), or None to never forget. Use e.g. posterior_half_life=None or a positive number of steps."
+        )
+    return float(value)
 
 
 def _check_finite(field: str, value: float) -> float:

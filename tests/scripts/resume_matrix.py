@@ -7,8 +7,8 @@ its success-rate column; checkpoints fall mid-epoch, on an epoch's last step and
     accelerate launch --multi_gpu --num_processes 2 ... tests/scripts/resume_matrix.py MODEL_DIR OUT_DIR [MODE]
 
 MODE: ``knapsack`` (default), ``dynamic`` (knapsack with DAPO dynamic sampling: prompts drawn within a step),
-``seq`` (Reinforce-Ada Seq-Balance: sampling in rounds) or ``cero`` (CERO with pacing: prompts skipped and
-drawn). Each rank writes ``OUT_DIR/rank{process_index}.json``:
+``seq`` (Reinforce-Ada Seq-Balance: sampling in rounds), ``cero`` (CERO with pacing: prompts skipped and
+drawn) or ``pilot`` (bayes_knapsack after a pilot round). Each rank writes ``OUT_DIR/rank{process_index}.json``:
 {"full": run, "resumed": {step: run}}, where a run is {"allocations": [[step, prompt ids, counts], ...] from
 ``allocations.jsonl`` (main process only), "statistics": state_dict, "column": [...]}.
 """
@@ -37,6 +37,8 @@ MODES = {
     "seq": {"allocator": "reinforce_ada_seq_balance", "allocator_kwargs": {"round_size": 4, "max_rollouts": 12}},
     # CERO with pacing and a price that moves fast: steps skip prompts and draw others.
     "cero": {"allocator": "cero", "max_rollouts": 6, "allocator_kwargs": {"eta_mu": 1.0}},
+    # A pilot round of 2 per prompt, then the rest of the step by the knapsack on the posterior.
+    "pilot": {"allocator": "bayes_knapsack", "max_rollouts": 6, "pilot_rollouts": 2},
 }
 
 NUM_PROMPTS = 4  # 2 prompts per generation batch: 2 steps per epoch, 6 steps in 3 epochs

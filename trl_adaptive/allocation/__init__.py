@@ -9,6 +9,7 @@ from .base import (
     register_allocator,
     registered_allocators,
 )
+from .bayes_knapsack import BayesKnapsackAllocator, absorb, pilot_budget_check
 from .cero import CeroAllocator
 from .knapsack import KnapsackAllocator
 from .reinforce_ada import ReinforceAdaEstAllocator
@@ -21,10 +22,21 @@ from .sequential import (
 )
 from .solvers import knapsack_objective, solve_dp, solve_greedy
 from .uniform import UniformAllocator
-from .value import info_gain, marginal_gains, mixed_group_demand, prob_nonzero_gradient, value, value_table
+from .value import (
+    expected_info_gain,
+    expected_marginal_gains,
+    expected_value_table,
+    info_gain,
+    marginal_gains,
+    mixed_group_demand,
+    prob_nonzero_gradient,
+    value,
+    value_table,
+)
 
 __all__ = [
     "Allocator",
+    "BayesKnapsackAllocator",
     "CeroAllocator",
     "KnapsackAllocator",
     "PromptBatchStats",
@@ -33,7 +45,11 @@ __all__ = [
     "ReinforceAdaSeqPosAllocator",
     "SequentialAllocator",
     "UniformAllocator",
+    "absorb",
     "dynamic_sampling_keep",
+    "expected_info_gain",
+    "expected_marginal_gains",
+    "expected_value_table",
     "get_allocator",
     "info_gain",
     "is_success",
@@ -41,6 +57,7 @@ __all__ = [
     "largest_remainder",
     "marginal_gains",
     "mixed_group_demand",
+    "pilot_budget_check",
     "prob_nonzero_gradient",
     "prompts_per_status",
     "register_allocator",

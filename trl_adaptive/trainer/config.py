@@ -54,6 +54,10 @@ class AdaptiveGRPOConfig(GRPOConfig):
     dynamic_sampling_max_rounds (`int`, *optional*, defaults to `3`):
         Extra generation rounds dynamic sampling may take per batch; at the bound the batch is filled with dropped
         groups' completions (zero advantage), logged and warned about once, never an error.
+    pilot_rollouts (`int`, *optional*, defaults to `0`):
+        With `allocator="bayes_knapsack"`: a pilot round of this many completions per prompt, absorbed by the
+        posterior before the rest of the step's budget is allocated (Pilot-Commit). Every pilot completion is trained
+        on. `0` turns the pilot off.
     log_allocations (`bool`, *optional*, defaults to `True`):
         Append each generation batch's prompt ids, counts, success rates and scored successes to
         `output_dir/allocations.jsonl` (main process), the input of run reports.
@@ -109,6 +113,10 @@ class AdaptiveGRPOConfig(GRPOConfig):
         default=3,
         metadata={"help": "Most extra generation rounds per batch for dynamic sampling; then fill and warn."},
     )
+    pilot_rollouts: int = field(
+        default=0,
+        metadata={"help": "bayes_knapsack only: completions per prompt in a pilot round before the rest (0: off)."},
+    )
     log_allocations: bool = field(
         default=True,
         metadata={"help": "Append each generation batch's counts and rates to output_dir/allocations.jsonl."},
@@ -144,6 +152,12 @@ class AdaptiveGRPOConfig(GRPOConfig):
                 f"dynamic_sampling_max_rounds={self.dynamic_sampling_max_rounds!r}: must be an integer >= 0 (extra "
                 "generation rounds per batch)."
             )
+        if (
+            isinstance(self.pilot_rollouts, bool)
+            or not isinstance(self.pilot_rollouts, int)
+            or self.pilot_rollouts < 0
+        ):
+            raise ValueError(f"pilot_rollouts={self.pilot_rollouts!r}: must be an integer >= 0 (0 turns it off).")
         for bound in ("min_rollouts", "max_rollouts"):
             given = (self.allocator_kwargs or {}).get(bound)
             if given is not None and getattr(self, bound) is not None and given != getattr(self, bound):

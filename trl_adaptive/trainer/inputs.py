@@ -15,6 +15,7 @@ from datasets import Dataset, DatasetDict, IterableDataset
 from trl import GRPOTrainer
 
 from ..allocation import Allocator, get_allocator
+from ..allocation.bayes_knapsack import BayesKnapsackAllocator, pilot_budget_check
 from ..allocation.sequential import SequentialAllocator
 from .config import AdaptiveGRPOConfig
 
@@ -30,6 +31,17 @@ def check_dataset_holds_a_batch(num_rows: int, args: AdaptiveGRPOConfig) -> None
 
 
 def check_sampling_mode(allocator: Allocator, args: AdaptiveGRPOConfig) -> None:
+    if args.pilot_rollouts > 0:
+        if not isinstance(allocator, BayesKnapsackAllocator):
+            raise ValueError(
+                f"pilot_rollouts={args.pilot_rollouts} needs allocator='bayes_knapsack' (its posterior absorbs the "
+                f"pilot and allocate_remaining spends the rest), not {allocator.name!r}. Set "
+                "allocator='bayes_knapsack' or pilot_rollouts=0."
+            )
+        if args.dynamic_sampling:
+            raise ValueError("pilot_rollouts and dynamic_sampling cannot be combined; choose one.")
+        num_prompts = args.generation_batch_size // args.num_generations
+        pilot_budget_check(args.pilot_rollouts, num_prompts, args.generation_batch_size, allocator.min_rollouts)
     if args.dynamic_sampling and isinstance(allocator, SequentialAllocator):
         raise ValueError(
             f"dynamic_sampling=True with allocator {allocator.name!r}: Reinforce-Ada Seq already samples "

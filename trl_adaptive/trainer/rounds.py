@@ -8,6 +8,9 @@ sample next, until it has a training batch of exactly ``generation_batch_size`` 
   the exit rule ``round_size`` more, within the per-prompt maximum and the batch's inference cap. Then
   ``num_generations`` completions per prompt are selected (balanced correct / incorrect, seeded), and each prompt's
   baseline (mean, std) comes from ALL its completions.
+- **Pilot** (``pilot_rollouts=k`` with ``bayes_knapsack``): round 1 gives every prompt k completions; the posterior
+  absorbs them; round 2 spends the rest of the step's budget by the knapsack on the posterior
+  (``allocate_remaining``). Every completion of both rounds is trained on: the batch is exactly the step's budget.
 - **Dynamic sampling** (``dynamic_sampling=True``, any plan-ahead allocator): round 1 is the allocator's plan; groups
   whose completions are all successes or all failures are dropped, further prompts are drawn from the training data
   (seeded by seed and step, so a resume draws the same ones; the epoch's sampler is not touched), allocated with the
@@ -30,9 +33,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
-from accelerate.utils import gather_object
+from accelerate.utils import broadcast_object_list, gather_object
 from trl import GRPOTrainer
 
+from ..allocation.bayes_knapsack import absorb
 from ..allocation.sequential import SequentialAllocator, dynamic_sampling_keep, is_success
 from .dispatch import expand_counts, rank_slice
 
@@ -89,7 +93,36 @@ def run_rounds(
 ) -> TrainingPlan:
     if isinstance(trainer.allocator, SequentialAllocator):
         return _sequential(trainer, prompt_rows, prompt_ids)
+    if trainer.args.pilot_rollouts > 0:
+        return _pilot(trainer, prompt_rows, prompt_ids)
     return _dynamic_sampling(trainer, prompt_rows, prompt_ids)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+def _pilot(trainer: AdaptiveGRPOTrainer, prompt_rows: list[dict], prompt_ids: np.ndarray) -> TrainingPlan:
+    """Pilot-Commit's two rounds with the knapsack on the posterior as the commit: k per prompt, then the rest of
+    the step's budget by ``allocate_remaining`` on the posterior that has absorbed the pilot. Everything is trained."""
+    total, num_prompts = trainer.args.generation_batch_size, len(prompt_rows)
+    generated = Generated()
+    pilot = np.full(num_prompts, trainer.args.pilot_rollouts, dtype=np.int64)
+    success, scored, group_ids = _run_round(trainer, prompt_rows, prompt_ids, pilot, generated)
+    already = np.bincount(group_ids, minlength=num_prompts)  # k each, plus any completions rounding to ranks added
+    payload: list[Any] = [None]
+    if trainer.accelerator.is_main_process:
+        successes = np.bincount(group_ids, weights=success, minlength=num_prompts)
+        attempts = np.bincount(group_ids, weights=scored, minlength=num_prompts)
+        stats = absorb(trainer.prompt_statistics.batch(prompt_ids), successes, attempts)
+        payload = [trainer.allocator.allocate_remaining(stats, total - int(already.sum()), already)]
+    if trainer.accelerator.num_processes > 1:
+        broadcast_object_list(payload, from_process=0)
+    extra = payload[0]
+    if extra.sum() > 0:
+        _run_round(trainer, prompt_rows, prompt_ids, extra, generated)
+    all_groups = generated.all_group_ids
+    counts = np.bincount(all_groups, minlength=num_prompts).astype(np.int64)
+    metrics = {"rounds/per_step": float(len(generated.group_ids)), "pilot/completions": float(already.sum())}
+    selected = np.arange(len(all_groups), dtype=np.int64)
+    return TrainingPlan(prompt_rows, prompt_ids, counts, all_groups, selected, generated, False, metrics)
 
 
 # ---------------------------------------------------------------------------------------------------------------------

