@@ -14,6 +14,7 @@ matplotlib.use("Agg")  # files only; never open a window
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from .report import STATUS_LABELS, STATUSES  # noqa: E402
 
@@ -109,6 +110,7 @@ def plot_gradient_ratios(series: dict[str, dict[str, list[float]]], epoch_starts
         for step in epoch_starts:
             ax.axvline(step - 0.5, color="0.7", linestyle=":", linewidth=1)
         ax.set_xlabel("training step (dotted: epoch start)")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_ylim(-0.02, 1.02)
     left.set_title("effective-gradient ratio")
     left.set_ylabel("share of completions")
