@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from trl_adaptive.allocation import (
@@ -113,13 +113,16 @@ def test_expected_value_is_concave_in_n(a, b):
 
 @settings(max_examples=100, deadline=None)
 @given(p=st.floats(0.01, 0.99), n=st.integers(2, 128))
+@example(p=0.07, n=16)
 def test_expected_value_tends_to_the_plug_in_value(p, n):
     # a + b = s with a / s = p: the posterior concentrates at p and E[Value(n, p)] -> Value(n, p), error O(n^2 / s).
+    # A bound per s, not a ratio between successive errors: the O(1/s) coefficient, V''(p) p (1 - p) / 2, crosses
+    # zero at some (p, n) (p = 0.07, n = 16 is one), where successive errors shrink unevenly. The largest
+    # error * s / n^2 over a fine (p, n, s) grid is 0.044.
     plug_in = value_table([p], n)[0, n]
-    errors = [abs(expected_value_table([p * s], [(1 - p) * s], n)[0, n] - plug_in) for s in (1e2, 1e4, 1e6, 1e8)]
-    assert errors[-1] <= 1e-7 + 1e-9 * n * n
-    for coarse, fine in itertools.pairwise(errors):
-        assert fine <= coarse / 20 + 1e-12
+    for s in (1e2, 1e4, 1e6, 1e8):
+        error = abs(expected_value_table([p * s], [(1 - p) * s], n)[0, n] - plug_in)
+        assert error <= 0.1 * n * n / s + 1e-7, (s, error)
     # And the expected info gain tends to InfoGain(p).
     assert expected_info_gain([p * 1e8], [(1 - p) * 1e8])[0] == pytest.approx(p * (1 - p) ** 2, rel=1e-6)
 
