@@ -29,7 +29,7 @@ from trl import TrlParser
 
 from trl_adaptive.demo.arithmetic import train_and_heldout
 from trl_adaptive.demo.evaluate import accuracy_by_level, solve_counts
-from trl_adaptive.demo.train import DemoArguments, resolve_model, train_run
+from trl_adaptive.demo.train import DemoArguments, resolve_model, run_folder, train_run
 from trl_adaptive.report import load_run, summarize, write_report
 
 
@@ -73,11 +73,11 @@ def main(demo: DemoArguments, bench: BenchArguments) -> dict:
 
     runs = []
     for allocator in demo.allocators:
-        run_dir = output_dir / allocator
+        run_dir = output_dir / run_folder(allocator)
         (run_dir / "allocations.jsonl").unlink(missing_ok=True)
         trainer = train_run(demo, allocator, model_path, train_rows, run_dir)
         final = evaluate(trainer.model, tokenizer, train_rows, heldout_rows, demo, bench, allocator)
-        run = load_run(run_dir, label=allocator)
+        run = load_run(run_dir, label=run_folder(allocator))
         runs.append(run)
         summary = summarize(run)
         solved = np.asarray(final["train_solved"])

@@ -22,7 +22,7 @@ from pathlib import Path
 from trl import TrlParser
 
 from trl_adaptive.demo.arithmetic import arithmetic_rows
-from trl_adaptive.demo.train import DemoArguments, resolve_model, train_run
+from trl_adaptive.demo.train import DemoArguments, resolve_model, run_folder, train_run
 from trl_adaptive.report import STATUS_LABELS, load_run, summarize, write_report
 
 
@@ -44,14 +44,14 @@ def main(args: DemoArguments) -> None:
     # 3. One run per allocator, same budget, prompts and seed; a report for each.
     runs, seconds = [], {}
     for allocator in args.allocators:
-        run_dir = output_dir / allocator
+        run_dir = output_dir / run_folder(allocator)
         (run_dir / "allocations.jsonl").unlink(missing_ok=True)  # the log appends: start this run's afresh
         print(f"[demo] training with allocator={allocator} -> {run_dir}")
         trainer = train_run(args, allocator, model, train_rows, run_dir)
-        seconds[allocator] = trainer.train_seconds
+        seconds[run_folder(allocator)] = trainer.train_seconds
         del trainer
         gc.collect()
-        run = load_run(run_dir, label=allocator)
+        run = load_run(run_dir, label=run_folder(allocator))
         write_report([run], run_dir / "report")
         runs.append(run)
 

@@ -47,6 +47,19 @@ def test_trl_parser_reads_the_new_fields(tmp_path):
     )
     assert args.allocator == "uniform" and args.max_rollouts == 32 and args.allocator_kwargs == {}
     assert args.equal_prompt_weighting is True
+    (args,) = parser.parse_args_into_dataclasses(
+        [
+            "--output_dir",
+            str(tmp_path),
+            "--posterior_half_life",
+            "12.5",
+            "--posterior_prior_a",
+            "0.5",
+            "--use_cpu",
+            "1",
+        ],
+    )
+    assert args.posterior_half_life == 12.5 and args.posterior_prior_a == 0.5 and args.posterior_prior_b == 1.0
 
 
 @pytest.mark.parametrize(
@@ -59,6 +72,12 @@ def test_trl_parser_reads_the_new_fields(tmp_path):
         ({"allocator_kwargs": "{not json"}, "allocator_kwargs is not valid JSON"),
         ({"num_generations": 1}, "at least 2 generations"),
         ({"prompt_id_column": "x", "success_rate_column": "x"}, "different names"),
+        ({"posterior_half_life": 0}, "posterior_half_life=0: must be a finite number of steps > 0"),
+        ({"posterior_half_life": -3.0}, "posterior_half_life=-3.0: must be a finite number of steps > 0"),
+        ({"posterior_half_life": float("inf")}, "posterior_half_life=inf"),
+        ({"posterior_prior_a": 0.0}, "posterior_prior_a=0.0: must be > 0"),
+        ({"posterior_prior_b": -1.0}, "posterior_prior_b=-1.0: must be > 0"),
+        ({"posterior_prior_a": float("nan")}, "posterior_prior_a=nan: must be finite"),
     ],
 )
 def test_invalid_config_fails_at_construction(tmp_path, overrides, message):

@@ -151,3 +151,17 @@ def test_bench_learning_script_end_to_end(tiny_model_dir, tmp_path):
         assert run["steps"] == 4 and len(run["effective_gradient_ratio_per_step"]) == 4
         assert set(run["heldout_accuracy_end"]) == {"all", *LEVELS}
         assert 0 <= run["converted_from_never_solved"] <= run["train_never_solved_at_start"] <= 4
+
+
+def test_a_run_spec_sets_config_fields_and_names_its_folder():
+    from trl_adaptive.demo.train import parse_run, run_folder
+
+    spec = "bayes_knapsack:pilot_rollouts=2,posterior_prior_a=0.5,posterior_half_life=null"
+    assert parse_run(spec) == (
+        "bayes_knapsack",
+        {"pilot_rollouts": 2, "posterior_prior_a": 0.5, "posterior_half_life": None},
+    )
+    assert parse_run("uniform") == ("uniform", {})
+    assert run_folder(spec) == "bayes_knapsack+pilot_rollouts=2+posterior_prior_a=0.5+posterior_half_life=null"
+    with pytest.raises(ValueError, match=r"'pilots=2' is not 'field=value'"):
+        parse_run("bayes_knapsack:pilots=2")

@@ -13,8 +13,9 @@ from huggingface_hub import ModelCard
 from trainer_helpers import make_dataset, reward_has_vowel_e, tiny_config_kwargs
 
 from trl_adaptive import AdaptiveGRPOConfig, AdaptiveGRPOTrainer, PromptStatistics
-from trl_adaptive.allocation import prompts_per_status
+from trl_adaptive.allocation import prompts_per_status, registered_allocators
 from trl_adaptive.hub import (
+    ALLOCATOR_PAPERS,
     CARD_METRICS,
     CARD_SECTION_TITLE,
     PAPERS,
@@ -153,6 +154,8 @@ def test_bibtex_entries_are_well_formed():
     assert PAPERS["knapsack_rl"].arxiv_id == "2509.25849"
     assert PAPERS["reinforce_ada"].arxiv_id == "2510.04996"
     assert PAPERS["cero"].arxiv_id == "2606.05606"
+    # Every registered allocator says where it comes from (uniform: GRPO, no extra paper).
+    assert set(ALLOCATOR_PAPERS) == set(registered_allocators())
 
 
 def test_card_section_before_any_logged_batch():
@@ -184,6 +187,12 @@ def test_card_section_before_any_logged_batch():
     assert "| allocator | `cero` (CERO, [arXiv 2606.05606](https://huggingface.co/papers/2606.05606)) |" in section
     assert "| 100 | 0 | 0 | 0 | 0 | 0 |" in section
     assert "clip epsilon 0.2 / 0.2" in section
+    assert "| posterior | Beta(1.0, 1.0) weak prior, never forgets |" in section
+    assert "pilot round" not in section and "dynamic sampling" not in section
+    args.posterior_half_life, args.posterior_prior_a, args.posterior_prior_b, args.pilot_rollouts = 8.0, 0.5, 0.5, 2
+    section = adaptive_card_section({**summary, "allocator": "bayes_knapsack"}, args)
+    assert "| posterior | Beta(0.5, 0.5) weak prior, half-life 8.0 generation batches |" in section
+    assert "| pilot round | 2 completions per prompt, then the rest by the knapsack |" in section
 
 
 # ---------------------------------------------------------------------------------------------------------------------

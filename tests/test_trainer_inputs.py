@@ -131,6 +131,14 @@ def test_a_store_with_another_threshold_is_an_error(tiny_model_dir, tmp_path):
         _build(tiny_model_dir, tmp_path, trainer_kwargs={"statistics": PromptStatistics(success_threshold=0.5)})
 
 
+def test_the_posterior_settings_reach_the_store_and_a_passed_store_must_match(tiny_model_dir, tmp_path):
+    settings = {"posterior_half_life": 4.0, "posterior_prior_a": 0.5, "posterior_prior_b": 0.5}
+    trainer = _build(tiny_model_dir, tmp_path, allocator="bayes_knapsack", **settings)
+    assert {k: getattr(trainer.prompt_statistics, k) for k in settings} == settings
+    with pytest.raises(ValueError, match=r"built with posterior_half_life=None.*config has posterior_half_life=4.0"):
+        _build(tiny_model_dir, tmp_path, trainer_kwargs={"statistics": PromptStatistics()}, posterior_half_life=4.0)
+
+
 def test_allocator_kwargs_contradicting_the_bounds_is_an_error(tmp_path):
     with pytest.raises(ValueError, match=r"allocator_kwargs sets max_rollouts=16.*max_rollouts=8"):
         AdaptiveGRPOConfig(**tiny_config_kwargs(str(tmp_path)), max_rollouts=8, allocator_kwargs={"max_rollouts": 16})

@@ -114,7 +114,10 @@ PAPERS: dict[str, Paper] = {
 # The paper behind each registered allocator ("uniform" is GRPO, which TRL's card already cites).
 ALLOCATOR_PAPERS: dict[str, tuple[str, ...]] = {
     "knapsack": ("knapsack_rl",),
+    "bayes_knapsack": ("knapsack_rl",),  # Knapsack RL's objective, in expectation under a posterior (ours)
     "reinforce_ada_est": ("reinforce_ada",),
+    "reinforce_ada_seq_pos": ("reinforce_ada",),
+    "reinforce_ada_seq_balance": ("reinforce_ada",),
     "cero": ("cero",),
     "uniform": (),
 }
@@ -196,6 +199,23 @@ def _format_value(value: Any) -> str:
     return repr(value) if isinstance(value, str) else str(value)
 
 
+def _round_rows(name: str, args: Any) -> list[str]:
+    """Card rows for the settings only some allocators read: the posterior, the pilot, dynamic sampling."""
+    rows = []
+    if name in ("bayes_knapsack", "cero"):
+        half_life = getattr(args, "posterior_half_life", None)
+        forgetting = "never forgets" if half_life is None else f"half-life {half_life} generation batches"
+        rows.append(
+            f"| posterior | Beta({getattr(args, 'posterior_prior_a', 1.0)}, {getattr(args, 'posterior_prior_b', 1.0)})"
+            f" weak prior, {forgetting} |"
+        )
+    if getattr(args, "pilot_rollouts", 0):
+        rows.append(f"| pilot round | {args.pilot_rollouts} completions per prompt, then the rest by the knapsack |")
+    if getattr(args, "dynamic_sampling", False):
+        rows.append(f"| dynamic sampling | on, at most {args.dynamic_sampling_max_rounds} extra rounds per batch |")
+    return rows
+
+
 def adaptive_card_section(summary: Mapping[str, Any], args: Any, statistics_repo_id: str | None = None) -> str:
     """The "Adaptive allocation" section of the model card, as Markdown (from :func:`allocation_summary`)."""
     name = summary["allocator"]
@@ -219,6 +239,7 @@ def adaptive_card_section(summary: Mapping[str, Any], args: Any, statistics_repo
         f"({summary['num_generations']} per prompt on average) |",
         f"| success threshold | a completion succeeds when its total reward is >= {args.success_threshold} |",
         f"| equal prompt weighting | {args.equal_prompt_weighting} |",
+        *_round_rows(name, args),
         f"| loss | `loss_type={args.loss_type!r}`, clip epsilon {args.epsilon} / "
         f"{args.epsilon_high if args.epsilon_high is not None else args.epsilon}, beta {args.beta} |",
         "",

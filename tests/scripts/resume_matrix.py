@@ -37,8 +37,16 @@ MODES = {
     "seq": {"allocator": "reinforce_ada_seq_balance", "allocator_kwargs": {"round_size": 4, "max_rollouts": 12}},
     # CERO with pacing and a price that moves fast: steps skip prompts and draw others.
     "cero": {"allocator": "cero", "max_rollouts": 6, "allocator_kwargs": {"eta_mu": 1.0}},
-    # A pilot round of 2 per prompt, then the rest of the step by the knapsack on the posterior.
-    "pilot": {"allocator": "bayes_knapsack", "max_rollouts": 6, "pilot_rollouts": 2},
+    # A pilot round of 2 per prompt, then the rest of the step by the knapsack on the posterior, whose evidence fades
+    # (half-life 1.5 batches) under a Jeffreys prior: the forgotten evidence must resume bit-identical.
+    "pilot": {
+        "allocator": "bayes_knapsack",
+        "max_rollouts": 6,
+        "pilot_rollouts": 2,
+        "posterior_half_life": 1.5,
+        "posterior_prior_a": 0.5,
+        "posterior_prior_b": 0.5,
+    },
 }
 
 NUM_PROMPTS = 4  # 2 prompts per generation batch: 2 steps per epoch, 6 steps in 3 epochs

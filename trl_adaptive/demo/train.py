@@ -10,8 +10,9 @@ each prompt's last-epoch success rate.
 from __future__ import annotations
 
 import importlib.util
+import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +43,10 @@ class DemoArguments:
     )
     allocators: list[str] = field(
         default_factory=lambda: ["knapsack", "uniform"],
-        metadata={"help": "Allocators to train, one run each: knapsack, uniform, reinforce_ada_est, cero."},
+        metadata={
+            "help": "Runs, one per entry: an allocator name (knapsack, uniform, bayes_knapsack, ...), optionally with "
+            "config fields, e.g. 'bayes_knapsack:pilot_rollouts=2,posterior_prior_a=0.5'."
+        },
     )
     prompts_per_level: int = field(default=8, metadata={"help": "Training prompts per difficulty level (4 levels)."})
     epochs: float = field(default=3, metadata={"help": "Epochs over the training prompts."})
@@ -69,11 +73,41 @@ def resolve_model(args: DemoArguments) -> str:
     return str(smollm2_path(args.cache_dir, args.wheel))
 
 
-def grpo_config(args: DemoArguments, allocator: str, output_dir: str | Path) -> Any:
-    """The AdaptiveGRPOConfig of one run: one optimizer step per generation batch, nothing saved but the logs."""
+def parse_run(spec: str) -> tuple[str, dict[str, Any]]:
+    """``"NAME"`` or ``"NAME:field=value,..."`` -> (allocator name, AdaptiveGRPOConfig overrides); values are JSON
+    where they parse (``2``, ``0.5``, ``null``, ``true``) and strings otherwise."""
+    from trl_adaptive import AdaptiveGRPOConfig
+
+    allocator, _, options = spec.partition(":")
+    known = {f.name for f in fields(AdaptiveGRPOConfig)}
+    overrides: dict[str, Any] = {}
+    for option in filter(None, options.split(",")):
+        name, sep, raw = option.partition("=")
+        if not sep or name not in known:
+            raise ValueError(
+                f"--allocators {spec!r}: {option!r} is not 'field=value' with an AdaptiveGRPOConfig field; write e.g. "
+                "'bayes_knapsack:pilot_rollouts=2'."
+            )
+        try:
+            overrides[name] = json.loads(raw)
+        except json.JSONDecodeError:
+            overrides[name] = raw
+    return allocator, overrides
+
+
+def run_folder(spec: str) -> str:
+    """The run's folder name (and report label): the spec with ':' and ',' as '+'."""
+    return spec.replace(":", "+").replace(",", "+")
+
+
+def grpo_config(args: DemoArguments, spec: str, output_dir: str | Path) -> Any:
+    """The AdaptiveGRPOConfig of one run (``spec``: see :func:`parse_run`): one optimizer step per generation batch,
+    nothing saved but the logs."""
     import torch
 
     from trl_adaptive import AdaptiveGRPOConfig
+
+    allocator, overrides = parse_run(spec)
 
     gpu = torch.cuda.is_available()
     use_vllm = args.use_vllm if args.use_vllm is not None else gpu and importlib.util.find_spec("vllm") is not None
@@ -103,6 +137,7 @@ def grpo_config(args: DemoArguments, allocator: str, output_dir: str | Path) -> 
         vllm_gpu_memory_utilization=0.3,
         seed=args.seed,
         data_seed=args.seed,
+        **overrides,
     )
 
 

@@ -10,6 +10,7 @@ from transformers.utils import is_torch_bf16_gpu_available, is_torch_xla_availab
 from trl import GRPOConfig
 
 from ..allocation import registered_allocators
+from ..stats import PromptStatistics
 
 
 @dataclass
@@ -24,9 +25,11 @@ class AdaptiveGRPOConfig(GRPOConfig):
     > Parameters that control the allocation
 
     allocator (`str`, *optional*, defaults to `"knapsack"`):
-        Registered name of the allocation strategy: `"knapsack"` (Knapsack RL, arXiv 2509.25849), `"uniform"` (GRPO,
-        bit-identical to `GRPOTrainer`), `"reinforce_ada_est"` (Reinforce-Ada Est, arXiv 2510.04996), `"cero"` (arXiv
-        2606.05606). An `Allocator` object passed to the trainer overrides this name.
+        Registered name of the allocation strategy: `"knapsack"` (Knapsack RL, arXiv 2509.25849), `"bayes_knapsack"`
+        (its objective in expectation under each prompt's Beta posterior), `"uniform"` (GRPO, bit-identical to
+        `GRPOTrainer`), `"reinforce_ada_est"`, `"reinforce_ada_seq_pos"`, `"reinforce_ada_seq_balance"` (Reinforce-Ada,
+        arXiv 2510.04996), `"cero"` (arXiv 2606.05606). An `Allocator` object passed to the trainer overrides this
+        name.
     allocator_kwargs (`dict` or `str`, *optional*):
         Extra constructor arguments of the allocator (a dict, or a JSON string on the command line), e.g.
         `{"fallback": false}` for knapsack.
@@ -58,6 +61,17 @@ class AdaptiveGRPOConfig(GRPOConfig):
         With `allocator="bayes_knapsack"`: a pilot round of this many completions per prompt, absorbed by the
         posterior before the rest of the step's budget is allocated (Pilot-Commit). Every pilot completion is trained
         on. `0` turns the pilot off.
+    posterior_half_life (`float` or `None`, *optional*, defaults to `None`):
+        Half-life of the per-prompt Beta posterior's evidence (read by `bayes_knapsack` and `cero`), in generation
+        batches (= optimizer steps when `steps_per_generation` is 1): a completion scored h batches ago weighs half.
+        `None` never forgets, the default: in the simulator forgetting never raised the value share
+        (docs/statistics.md). Set it when the policy drifts far within the evidence's lifetime (many epochs).
+    posterior_prior_a (`float`, *optional*, defaults to `1.0`):
+        Weak Beta(a0, b0) prior of every prompt's posterior, under the success-rate column's pseudo-counts and the
+        evidence. `1.0, 1.0` is uniform (CERO's); `0.5, 0.5` (Jeffreys) gave `bayes_knapsack` a higher
+        effective-gradient ratio at the same value share in the simulator (docs/allocators.md).
+    posterior_prior_b (`float`, *optional*, defaults to `1.0`):
+        b0 of the weak prior, as `posterior_prior_a`.
     log_allocations (`bool`, *optional*, defaults to `True`):
         Append each generation batch's prompt ids, counts, success rates and scored successes to
         `output_dir/allocations.jsonl` (main process), the input of run reports.
@@ -69,7 +83,10 @@ class AdaptiveGRPOConfig(GRPOConfig):
 
     allocator: str = field(
         default="knapsack",
-        metadata={"help": "Registered name of the allocation strategy: knapsack, uniform, reinforce_ada_est, cero."},
+        metadata={
+            "help": "Registered name of the allocation strategy: knapsack, bayes_knapsack, uniform, "
+            "reinforce_ada_est, reinforce_ada_seq_pos, reinforce_ada_seq_balance, cero."
+        },
     )
     allocator_kwargs: dict[str, Any] | str | None = field(
         default=None,
@@ -117,6 +134,18 @@ class AdaptiveGRPOConfig(GRPOConfig):
         default=0,
         metadata={"help": "bayes_knapsack only: completions per prompt in a pilot round before the rest (0: off)."},
     )
+    posterior_half_life: float | None = field(
+        default=None,
+        metadata={"help": "Half-life of the Beta posterior's evidence in generation batches; None: never forget."},
+    )
+    posterior_prior_a: float = field(
+        default=1.0,
+        metadata={"help": "Weak Beta prior a0 > 0 of every prompt's posterior (1.0: uniform; 0.5: Jeffreys)."},
+    )
+    posterior_prior_b: float = field(
+        default=1.0,
+        metadata={"help": "Weak Beta prior b0 > 0 of every prompt's posterior (1.0: uniform; 0.5: Jeffreys)."},
+    )
     log_allocations: bool = field(
         default=True,
         metadata={"help": "Append each generation batch's counts and rates to output_dir/allocations.jsonl."},
@@ -158,6 +187,7 @@ class AdaptiveGRPOConfig(GRPOConfig):
             or self.pilot_rollouts < 0
         ):
             raise ValueError(f"pilot_rollouts={self.pilot_rollouts!r}: must be an integer >= 0 (0 turns it off).")
+        PromptStatistics(**self.statistics_config)  # raises a ValueError naming the posterior field and the fix
         for bound in ("min_rollouts", "max_rollouts"):
             given = (self.allocator_kwargs or {}).get(bound)
             if given is not None and getattr(self, bound) is not None and given != getattr(self, bound):
@@ -189,6 +219,16 @@ class AdaptiveGRPOConfig(GRPOConfig):
                 f"prompt_id_column and success_rate_column are both {self.prompt_id_column!r}; give them different "
                 "names."
             )
+
+    @property
+    def statistics_config(self) -> dict[str, float | None]:
+        """The :class:`~trl_adaptive.PromptStatistics` settings this config fixes (a store must match them)."""
+        return {
+            "success_threshold": self.success_threshold,
+            "posterior_half_life": self.posterior_half_life,
+            "posterior_prior_a": self.posterior_prior_a,
+            "posterior_prior_b": self.posterior_prior_b,
+        }
 
     @classmethod
     def from_grpo_config(cls, config: GRPOConfig, **adaptive_fields: Any) -> AdaptiveGRPOConfig:

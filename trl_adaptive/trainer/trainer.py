@@ -479,7 +479,8 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
         except (KeyError, TypeError, ValueError) as error:
             raise ValueError(
                 f"{path}: cannot restore the per-prompt statistics ({error}). Resume from an earlier checkpoint, or "
-                "check that this run's statistics settings (success_threshold) match the saved run's."
+                "check that this run's statistics settings (success_threshold, posterior_half_life, "
+                "posterior_prior_a, posterior_prior_b) match the saved run's."
             ) from None
         self._check_fingerprints(np.asarray(self.train_dataset[self.args.prompt_id_column]), path)
         self.prompt_statistics.set_fingerprints(self.train_dataset[self.args.prompt_id_column], self._fingerprints)
@@ -502,13 +503,15 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
 
     def _initial_statistics(self, statistics: PromptStatistics | None, args: AdaptiveGRPOConfig) -> PromptStatistics:
         if statistics is None:
-            return PromptStatistics(success_threshold=args.success_threshold)
-        if statistics.success_threshold != args.success_threshold:
+            return PromptStatistics(**args.statistics_config)
+        mismatched = {k: v for k, v in args.statistics_config.items() if getattr(statistics, k) != v}
+        if mismatched:
+            store = ", ".join(f"{k}={getattr(statistics, k)!r}" for k in mismatched)
+            config = ", ".join(f"{k}={v!r}" for k, v in mismatched.items())
             raise ValueError(
-                f"The statistics passed to AdaptiveGRPOTrainer count a success at reward >= "
-                f"{statistics.success_threshold}, but args.success_threshold={args.success_threshold}. Set "
-                f"success_threshold={statistics.success_threshold} in the config, or pass a store built with "
-                f"success_threshold={args.success_threshold}."
+                f"The statistics passed to AdaptiveGRPOTrainer were built with {store}, but the config has {config}: "
+                f"the counts would mean something else. Set {store} in the config, or pass a store built with "
+                f"{config}."
             )
         return statistics
 
