@@ -56,7 +56,7 @@ import numpy as np
 
 from trl_adaptive.allocation.base import Allocator, PromptBatchStats, get_allocator
 from trl_adaptive.allocation.bayes_knapsack import absorb
-from trl_adaptive.allocation.knapsack import _fill_evenly
+from trl_adaptive.allocation.knapsack import fill_evenly
 from trl_adaptive.allocation.sequential import SequentialAllocator, dynamic_sampling_keep, is_success
 from trl_adaptive.allocation.solvers import solve_greedy
 from trl_adaptive.allocation.value import marginal_gains
@@ -775,10 +775,10 @@ def _pilot_commit_step(
     counts = first.copy()
     left = budget - int(first.sum())
     if len(keep):
-        counts[keep], left = _fill_evenly(counts[keep], left, n_up)
+        counts[keep], left = fill_evenly(counts[keep], left, n_up)
     if left:
         on = np.flatnonzero(active)
-        counts[on], left = _fill_evenly(counts[on], left, n_up)
+        counts[on], left = fill_evenly(counts[on], left, n_up)
     if spec.evict_at is not None:
         evicted[ids[active & (rate >= spec.evict_at)]] = True
     seconds += time.perf_counter() - start

@@ -101,7 +101,7 @@ class KnapsackAllocator(Allocator):
             counts[mid] = self._solve(rates[mid], mid_budget, n_low, demand)
             left -= mid_budget - len(mid) * n_low
         if len(hard) and left:
-            counts[hard], left = _fill_evenly(counts[hard], left, n_up)
+            counts[hard], left = fill_evenly(counts[hard], left, n_up)
         if len(mid) and left:
             room = len(mid) * n_up - int(counts[mid].sum())
             extra = min(left, room)
@@ -109,7 +109,7 @@ class KnapsackAllocator(Allocator):
                 counts[mid] = self._solve(rates[mid], int(counts[mid].sum()) + extra, counts[mid], n_up)
                 left -= extra
         if left:
-            counts, left = _fill_evenly(counts, left, n_up)
+            counts, left = fill_evenly(counts, left, n_up)
         return counts
 
     def _allocate_pure(self, rates: np.ndarray, budget: int) -> np.ndarray:
@@ -123,7 +123,7 @@ class KnapsackAllocator(Allocator):
             counts[valued] = self._solve(rates[valued], valued_budget, n_low, n_up)
         left = budget - int(counts.sum())
         if left:
-            counts[zero_value], left = _fill_evenly(counts[zero_value], left, n_up)
+            counts[zero_value], left = fill_evenly(counts[zero_value], left, n_up)
         return counts
 
     def _solve(self, rates: np.ndarray, budget: int, lower: int | np.ndarray, upper: int | np.ndarray) -> np.ndarray:
@@ -133,7 +133,7 @@ class KnapsackAllocator(Allocator):
         return solve_greedy(None, budget, lower, upper, gains=marginal_gains(rates, n_cols))
 
 
-def _fill_evenly(counts: np.ndarray, extra: int, n_up: int) -> tuple[np.ndarray, int]:
+def fill_evenly(counts: np.ndarray, extra: int, n_up: int) -> tuple[np.ndarray, int]:
     """Water-fill ``extra`` units into ``counts``: raise the lowest counts first, never above ``n_up``.
 
     Ties at the final level go to the lower index. Returns the new counts and the units that did not fit.
