@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import trl_adaptive.allocation
-from trl_adaptive.allocation import PromptBatchStats, get_allocator, registered_allocators
+from trl_adaptive.allocation import PromptBatchStats, allocator_parameters, get_allocator, registered_allocators
 
 for _optional in ("trl_adaptive.allocation.knapsack",):  # strategies another module may add
     try:
@@ -127,6 +127,17 @@ def test_single_prompt_and_edge_budgets(name):
         allocator.allocate([0.5], allocator.max_rollouts + 1)
     with pytest.raises(ValueError):
         allocator.allocate([0.5, 1.5], 8)
+
+
+@pytest.mark.parametrize("name", ALLOCATORS)
+def test_an_argument_the_allocator_does_not_take_is_named(name):
+    accepted = allocator_parameters(name)
+    assert {"min_rollouts", "max_rollouts"} <= set(accepted)
+    assert get_allocator(name, min_rollouts=2).min_rollouts == 2
+    with pytest.raises(
+        ValueError, match=rf"{name!r} takes no argument\(s\) \['not_an_option'\].*; it takes min_rollouts"
+    ):
+        get_allocator(name, not_an_option=1)
 
 
 @pytest.mark.timeout(30)

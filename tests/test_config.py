@@ -72,6 +72,11 @@ def test_trl_parser_reads_the_new_fields(tmp_path):
         ({"allocator_kwargs": "{not json"}, "allocator_kwargs is not valid JSON"),
         ({"num_generations": 1}, "at least 2 generations"),
         ({"prompt_id_column": "x", "success_rate_column": "x"}, "different names"),
+        (
+            {"allocator": "bayes_knapsack", "allocator_kwargs": {"fallback": True}},
+            "allocator='bayes_knapsack' takes no ['fallback']; it takes min_rollouts, max_rollouts, solver",
+        ),
+        ({"allocator": "uniform", "allocator_kwargs": '{"eta": 1}'}, "allocator='uniform' takes no ['eta']"),
         ({"posterior_half_life": 0}, "posterior_half_life=0: must be a finite number of steps > 0"),
         ({"posterior_half_life": -3.0}, "posterior_half_life=-3.0: must be a finite number of steps > 0"),
         ({"posterior_half_life": float("inf")}, "posterior_half_life=inf"),

@@ -3,6 +3,7 @@
 from .base import (
     Allocator,
     PromptBatchStats,
+    allocator_parameters,
     get_allocator,
     largest_remainder,
     prompts_per_status,
@@ -46,6 +47,7 @@ __all__ = [
     "SequentialAllocator",
     "UniformAllocator",
     "absorb",
+    "allocator_parameters",
     "dynamic_sampling_keep",
     "expected_info_gain",
     "expected_marginal_gains",

@@ -15,6 +15,7 @@ Contract (checked for every registered allocator by ``tests/test_allocator_contr
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -204,13 +205,31 @@ def registered_allocators() -> list[str]:
 
 
 def get_allocator(name: str, **kwargs: Any) -> Allocator:
-    """Build a registered allocator by name, e.g. ``get_allocator("knapsack", max_rollouts=64)``."""
+    """Build a registered allocator by name, e.g. ``get_allocator("knapsack", max_rollouts=64)``.
+
+    Raises:
+        ValueError: for an unknown name, or a keyword the allocator's constructor does not take (named, with the
+            ones it does take), instead of a bare ``TypeError``.
+    """
     # Importing the package registers the built-in strategies.
     import trl_adaptive.allocation  # noqa: F401
 
     if name not in _REGISTRY:
         raise ValueError(f"Unknown allocator {name!r}. Registered allocators: {', '.join(registered_allocators())}.")
+    accepted = allocator_parameters(name)
+    unknown = sorted(set(kwargs) - set(accepted))
+    if unknown:
+        raise ValueError(
+            f"Allocator {name!r} takes no argument(s) {unknown} (from allocator_kwargs?); it takes "
+            f"{', '.join(accepted)}. Remove them, or choose the allocator they belong to."
+        )
     return _REGISTRY[name](**kwargs)
+
+
+def allocator_parameters(name: str) -> list[str]:
+    """The keyword arguments the registered allocator ``name`` is constructed with."""
+    signature = inspect.signature(_REGISTRY[name])
+    return [p.name for p in signature.parameters.values() if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
 
 
 def largest_remainder(shares: np.ndarray, total: int, low: int = 0, high: int | None = None) -> np.ndarray:
@@ -290,6 +309,7 @@ def prompts_per_status(success_rates: np.ndarray) -> dict[str, int]:
 __all__ = [
     "Allocator",
     "PromptBatchStats",
+    "allocator_parameters",
     "get_allocator",
     "largest_remainder",
     "prompts_per_status",

@@ -9,7 +9,7 @@ from typing import Any
 from transformers.utils import is_torch_bf16_gpu_available, is_torch_xla_available
 from trl import GRPOConfig
 
-from ..allocation import registered_allocators
+from ..allocation import allocator_parameters, registered_allocators
 from ..stats import PromptStatistics
 
 
@@ -170,6 +170,13 @@ class AdaptiveGRPOConfig(GRPOConfig):
             raise ValueError(
                 f"allocator={self.allocator!r} is not a registered allocator. Choose one of "
                 f"{', '.join(registered_allocators())}, or pass an Allocator object to AdaptiveGRPOTrainer."
+            )
+        unknown = sorted(set(self.allocator_kwargs or {}) - set(allocator_parameters(self.allocator)))
+        if unknown:
+            raise ValueError(
+                f"allocator_kwargs={self.allocator_kwargs!r}: allocator={self.allocator!r} takes no {unknown}; it "
+                f"takes {', '.join(allocator_parameters(self.allocator))}. Remove them, or choose the allocator they "
+                "belong to (e.g. fallback is knapsack's)."
             )
         if not (isinstance(self.success_rate_prior_weight, (int, float)) and self.success_rate_prior_weight >= 0):
             raise ValueError(
