@@ -37,7 +37,7 @@ def _fsync_dir(folder: Path) -> None:
         return
     try:
         os.fsync(fd)
-    except OSError:
+    except OSError:  # some filesystems refuse fsync on a folder; the file itself was already synced
         pass
     finally:
         os.close(fd)

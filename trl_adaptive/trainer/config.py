@@ -171,12 +171,13 @@ class AdaptiveGRPOConfig(GRPOConfig):
                 f"allocator={self.allocator!r} is not a registered allocator. Choose one of "
                 f"{', '.join(registered_allocators())}, or pass an Allocator object to AdaptiveGRPOTrainer."
             )
-        unknown = sorted(set(self.allocator_kwargs or {}) - set(allocator_parameters(self.allocator)))
+        accepted = allocator_parameters(self.allocator)
+        unknown = sorted(set(self.allocator_kwargs or {}) - set(accepted))
         if unknown:
             raise ValueError(
                 f"allocator_kwargs={self.allocator_kwargs!r}: allocator={self.allocator!r} takes no {unknown}; it "
-                f"takes {', '.join(allocator_parameters(self.allocator))}. Remove them, or choose the allocator they "
-                "belong to (e.g. fallback is knapsack's)."
+                f"takes {', '.join(accepted)}. Remove them, or choose the allocator they belong to (e.g. fallback is "
+                "knapsack's)."
             )
         if not (isinstance(self.success_rate_prior_weight, (int, float)) and self.success_rate_prior_weight >= 0):
             raise ValueError(
