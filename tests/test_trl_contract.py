@@ -104,3 +104,21 @@ def test_transformers_save_order_we_rely_on():
     loop = inspect.getsource(hf.Trainer._inner_training_loop)
     assert loop.index("_init_training_state(") < loop.index("_prepare_for_training(")  # state known before loading
     assert "self._load_optimizer_and_scheduler(" in inspect.getsource(hf.Trainer._prepare_for_training)
+
+
+def test_vllm_generation_internals_the_cpu_paths_use():
+    """``trl_adaptive/serving/vllm_cpu.py`` swaps TRL's client class during construction and replaces colocate's
+    ``sync_weights``; both rely on these shapes of trl 1.16's ``VLLMGeneration`` and ``VLLMClient``."""
+    from trl.generation import vllm_client, vllm_generation
+
+    assert vllm_generation.VLLMClient is vllm_client.VLLMClient  # looked up by module global at construction
+    init_source = inspect.getsource(vllm_generation.VLLMGeneration._init_vllm)
+    assert "self.vllm_client = VLLMClient(" in init_source
+    assert "self.vllm_client.init_communicator(device=accelerator.device)" in init_source
+    sync_source = inspect.getsource(vllm_generation.VLLMGeneration.sync_weights)
+    assert "self.vllm_client.update_named_params(self._weight_metadata, self._iter_named_params())" in sync_source
+    assert "model_runner.model.load_weights([(name, param)])" in sync_source  # the in-place path vLLM-CPU breaks
+    assert list(inspect.signature(vllm_generation.VLLMGeneration._iter_named_params).parameters) == ["self"]
+    for name in ("session", "base_url"):
+        assert f"self.{name} =" in inspect.getsource(vllm_client.VLLMClient.__init__), name
+    assert "def close_communicator" in inspect.getsource(vllm_client.VLLMClient)

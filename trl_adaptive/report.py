@@ -297,6 +297,7 @@ def summarize(run: RunData) -> dict[str, Any]:
         out["generation_batches"] = len(run.records)
         out["epochs"] = len(counts)
         out["completions_per_batch"] = int(np.sum(run.records[0]["counts"]))
+        out["engine"] = run.records[-1].get("engine")  # None: written before the engine was recorded
         out["prompts_per_batch"] = len(run.records[0]["counts"])
         out["prompts"] = len({pid for r in run.records for pid in r["prompt_ids"]})
         out["max_count"] = int(max(c.max() for c in counts.values()))
@@ -308,6 +309,9 @@ def summarize(run: RunData) -> dict[str, Any]:
             out["transition"] = {"first_epoch": first + 1, "last_epoch": last + 1, "counts": matrix.tolist()}
             out["converted_from_p0"] = int(matrix[0, 1:].sum())
             out["p0_in_first_epoch"] = int(matrix[0].sum())
+    generation = [log["generation/seconds"] for log in run.log_history or [] if "generation/seconds" in log]
+    if generation:
+        out["generation_seconds_per_batch"] = float(np.mean(generation))
     if run.statistics:
         columns = run.statistics.get("columns", {})
         total = np.asarray(columns.get("total_successes", []))
@@ -330,16 +334,17 @@ def summary_markdown(summaries: list[dict[str, Any]], images: list[str]) -> str:
     """A short markdown page: one table over the runs, completions by status, status counts, notes, figures."""
     lines = ["# Run report", ""]
     lines += [
-        "| run | steps | epochs | completions / batch | eff.-grad. ratio | after epoch 1 | "
-        "zero-grad all-correct | zero-grad all-wrong | max n_i | p=0 prompts converted |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| run | engine | steps | epochs | completions / batch | generation s / batch | eff.-grad. ratio | "
+        "after epoch 1 | zero-grad all-correct | zero-grad all-wrong | max n_i | p=0 prompts converted |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for s in summaries:
         converted = f"{s['converted_from_p0']} of {s['p0_in_first_epoch']}" if "converted_from_p0" in s else "n/a"
         name = s["label"] if s.get("allocator") in (None, s["label"]) else f"{s['label']} ({s['allocator']})"
         lines.append(
-            f"| {name} | {s.get('steps', 'n/a')} | "
+            f"| {name} | {s.get('engine') or 'n/a'} | {s.get('steps', 'n/a')} | "
             f"{s.get('epochs', 'n/a')} | {s.get('completions_per_batch', 'n/a')} | "
+            f"{_fmt(s.get('generation_seconds_per_batch'), 2)} | "
             f"{_fmt(s.get('effective_gradient_ratio_mean'))} | "
             f"{_fmt(s.get('effective_gradient_ratio_after_epoch_1'))} | "
             f"{_fmt(s.get('zero_gradient_all_correct_mean'))} | {_fmt(s.get('zero_gradient_all_wrong_mean'))} | "

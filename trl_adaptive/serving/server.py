@@ -173,6 +173,7 @@ class StandInVLLMServer:
             ("POST", "/update_weights"): self._update_weights,
             ("POST", "/finish_weight_update"): self._finish_weight_update,
             ("POST", "/reset_prefix_cache"): lambda _: ({"success": True}, {}),
+            ("POST", "/collective_rpc"): self._collective_rpc,
         }
 
     # ----------------------------------------------------------------------------------------------- lifecycle
@@ -368,6 +369,24 @@ class StandInVLLMServer:
             raise HTTPError(400, "finish_weight_update without start_weight_update")
         self._updating_weights = False
         return {}, {}
+
+    def _collective_rpc(self, payload: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+        """vLLM's dev-mode route, for the one method the CPU weight sync calls: ``reload_weights(weights_path=...)``
+        loads ``model.safetensors`` from that folder into the served model (every tensor must match by name)."""
+        method = payload.get("method")
+        if method is None:
+            raise HTTPError(400, "Missing 'method' in request body")  # vLLM's answer, used as a route probe
+        folder = (payload.get("kwargs") or {}).get("weights_path")
+        if method != "reload_weights" or not isinstance(folder, str):
+            raise HTTPError(400, "the stand-in serves collective_rpc only for reload_weights(weights_path=...)")
+        from safetensors.torch import load_file
+
+        tensors = load_file(str(Path(folder) / "model.safetensors"))
+        with self._model_lock:
+            missing, unexpected = self.engine.model.load_state_dict(tensors, strict=False)
+        if unexpected:
+            raise HTTPError(400, f"reload_weights: the served model has no parameters named {unexpected[:5]}")
+        return [None], {"method": method, "num_tensors": len(tensors)}
 
 
 _UPDATE_KEYS = ("names", "dtype_names", "shapes")

@@ -4,10 +4,11 @@ TRL's logs hold per-step aggregates (``allocation/count_p90`` ...); a histogram 
 transition matrix needs each prompt's count and rate, so the main process appends one JSON line per generation batch:
 
     {"step": 12, "epoch": 1, "prompt_ids": [...], "counts": [...], "success_rates": [... null for NaN],
-     "successes": [...], "attempts": [...]}
+     "successes": [...], "attempts": [...], "engine": "vllm-colocate"}
 
 ``epoch`` is the statistics store's epoch (0-based, the epoch being trained); ``successes`` / ``attempts`` are this
-batch's scored completions per prompt. A resumed run appends again from its checkpoint's step, so a reader keeps the
+batch's scored completions per prompt; ``engine`` is what generated them (``vllm-server``,
+``vllm-colocate`` or ``transformers``). A resumed run appends again from its checkpoint's step, so a reader keeps the
 LAST line written for each step (:func:`read_allocation_log`), which is the record of the run that went on.
 """
 

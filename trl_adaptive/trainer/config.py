@@ -146,6 +146,14 @@ class AdaptiveGRPOConfig(GRPOConfig):
         default=1.0,
         metadata={"help": "Weak Beta prior b0 > 0 of every prompt's posterior (1.0: uniform; 0.5: Jeffreys)."},
     )
+    vllm_weight_reload_dir: str | None = field(
+        default=None,
+        metadata={
+            "help": "vLLM server mode with a trainer on CPU (no NCCL): the folder the weights are written to at each "
+            "sync, for the server to reload; it must be readable by the server at the same path. None: a temporary "
+            "folder (server on this machine). Unused on a GPU, where TRL's NCCL transfer runs."
+        },
+    )
     log_allocations: bool = field(
         default=True,
         metadata={"help": "Append each generation batch's counts and rates to output_dir/allocations.jsonl."},

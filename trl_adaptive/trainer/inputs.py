@@ -128,7 +128,8 @@ def reject_unsupported_features(
         if not vllm_generation.is_vllm_available():
             raise ImportError(
                 "use_vllm=True but vLLM is not installed. On a GPU machine: pip install 'trl-adaptive[vllm]'. "
-                "On a CPU machine (a dry run of a server-mode config), start the stand-in server with "
+                "On a CPU machine: vLLM's CPU build, `make vllm-venv` (see docs/serving.md); or, for a dry run of a "
+                "server-mode config without vLLM, start the stand-in server with "
                 "`trl-adaptive-serve --model <path>` and run your script as "
                 "`python -m trl_adaptive.serving.cpu_seam your_script.py ...` (see docs/serving.md); or set "
                 "use_vllm=False to generate with transformers."

@@ -31,6 +31,7 @@ from ..allocation import Allocator, prompts_per_status
 from ..allocation.cero import CeroAllocator
 from ..allocation.sequential import SequentialAllocator
 from ..hub import extend_model_card
+from ..serving.vllm_cpu import cpu_vllm_construction, use_reload_for_colocate
 from ..stats import PromptStatistics, prompt_fingerprint
 from .advantages import group_advantages
 from .allocation_log import append_allocation_record
@@ -115,8 +116,13 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
         self._cero_pacing = isinstance(self.allocator, CeroAllocator) and self.allocator.pacing
         self._row_of_id: dict[int, int] | None = None
         self._warned_dynamic_fill = False
+        self._generation_seconds = 0.0  # in _generate since the last logged batch
 
-        super().__init__(model, reward_funcs, args, train_dataset, *positional, **kwargs)
+        device_is_cuda = args.device.type == "cuda"
+        with cpu_vllm_construction(args.use_vllm, args.vllm_mode, device_is_cuda, args.vllm_weight_reload_dir) as cpu:
+            super().__init__(model, reward_funcs, args, train_dataset, *positional, **kwargs)
+        if cpu and args.vllm_mode == "colocate":
+            use_reload_for_colocate(self.vllm_generation)  # TRL's in-place load_weights fails on vLLM-CPU
         self.add_callback(SuccessRateCallback(self))
         self.refresh_success_rate_column()
         warn_if_saves_split_generation_batches(args)
@@ -214,6 +220,7 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
             # Keep the completions table's group_size column aligned with evaluation's fixed groups.
             num_completions = len(inputs) * self.accelerator.num_processes
             self._logs["extra"]["group_size"].extend([self.num_generations_eval] * num_completions)
+            self._generation_seconds = 0.0  # training's generation/seconds counts training batches only
             return output
 
         total = self.args.generation_batch_size
@@ -281,10 +288,14 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
         return output
 
     def _generate(self, prompts):
-        """Unchanged, except in the training pass after rounds: hand back the completions the rounds chose."""
+        """Unchanged, except in the training pass after rounds: hand back the completions the rounds chose. Timed:
+        ``generation/seconds`` is this rank's time in generation per batch, every round included."""
         if self._replay is not None:
             return self._replay[0]
-        return super()._generate(prompts)
+        start = time.perf_counter()
+        output = super()._generate(prompts)
+        self._generation_seconds += time.perf_counter() - start
+        return output
 
     def _log_rounds(self, plan) -> None:
         metrics = self._metrics["train"]
@@ -419,6 +430,8 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
         metrics["allocation/budget_used"].append(float(total))
         metrics["allocation/budget"].append(float(self.args.generation_batch_size))
         metrics["allocation/solve_time_s"].append(float(solve_seconds))
+        metrics["generation/seconds"].append(self._generation_seconds)
+        self._generation_seconds = 0.0
         for bucket, number in prompts_per_status(success_rates).items():
             metrics[f"prompt_status/{bucket}"].append(float(number))
         for name, value in self.allocator.metrics().items():
@@ -443,6 +456,7 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
             "success_rates": success_rates,
             "successes": np.bincount(group_ids, weights=success, minlength=len(counts)).astype(np.int64),
             "attempts": np.bincount(group_ids, weights=scored, minlength=len(counts)).astype(np.int64),
+            "engine": f"vllm-{self.args.vllm_mode}" if self.args.use_vllm else "transformers",
         }
         append_allocation_record(self.args.output_dir, record)
 
