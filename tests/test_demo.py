@@ -144,7 +144,8 @@ def test_bench_learning_script_end_to_end(tiny_model_dir, tmp_path):
     extra = ["--allocators", "uniform", "knapsack", "--prompts_per_level", "1", "--epochs", "2"]
     extra += ["--heldout_per_level", "1", "--eval_samples", "2", "--train_eval_samples", "2"]
     result = _run("bench/bench_learning.py", tiny_model_dir, out, *extra)
-    assert "| allocator | steps |" in result.stdout
+    assert "| allocator | engine | generation s / batch | steps |" in result.stdout
+    assert "| knapsack | transformers |" in result.stdout
     results = json.loads((out / "results.json").read_text())
     assert set(results["runs"]) == {"uniform", "knapsack"}
     for run in results["runs"].values():

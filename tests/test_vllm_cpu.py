@@ -134,3 +134,9 @@ def test_server_mode_trainer_on_cpu_syncs_real_weights(tiny_model_dir, tmp_path,
             assert torch.equal(served[name], param), name
         assert len(server.requests_to("/v1/completions")) == 2
     assert (tmp_path / "weights" / "model.safetensors").exists()
+    # what generated the batch, for reports: the engine in allocations.jsonl, the time in TRL's logs
+    from trl_adaptive.report import load_run, summarize
+
+    summary = summarize(load_run(tmp_path))
+    assert summary["engine"] == "vllm-server"
+    assert summary["generation_seconds_per_batch"] > 0

@@ -32,7 +32,7 @@ def check_alignment(pairs: list) -> None:
         for answer, text in pairs
         if answer.lower() not in text.lower() and any(o.lower() in text.lower() for o in ANSWERS if o != answer)
     ]
-    assert own >= 0.5 * len(pairs), f"only {own}/{len(pairs)} completions answer their own prompt"
+    assert own >= 0.4 * len(pairs), f"only {own}/{len(pairs)} completions answer their own prompt"
     assert len(misplaced) <= max(1, len(pairs) // 20), f"completions answering another prompt: {misplaced[:5]}"
 
 

@@ -95,6 +95,9 @@ def _http_only_init_communicator(self: Any, device: Any = 0) -> None:
     self.communicator = None  # nothing to close: ``close_communicator`` stays a no-op
 
 
+_http_only_init_communicator.stand_in_seam = True
+
+
 def _http_only_update_named_params(
     self: Any, metadata: list[tuple[str, str, list[int]]], named_params: Iterator[tuple[str, Any]]
 ) -> None:
@@ -124,7 +127,8 @@ def stand_in_seam_active() -> bool:
     """True while :class:`StandInServerPatch` holds TRL's client (the trainer then leaves the client alone)."""
     from trl.generation.vllm_client import VLLMClient
 
-    return VLLMClient.__dict__.get("init_communicator") is _http_only_init_communicator
+    # By marker, not identity: under ``python -m trl_adaptive.serving.cpu_seam`` the patch comes from ``__main__``.
+    return getattr(VLLMClient.__dict__.get("init_communicator"), "stand_in_seam", False)
 
 
 class StandInServerPatch:

@@ -72,6 +72,11 @@ class AdaptiveGRPOConfig(GRPOConfig):
         effective-gradient ratio at the same value share in the simulator (docs/allocators.md).
     posterior_prior_b (`float`, *optional*, defaults to `1.0`):
         b0 of the weak prior, as `posterior_prior_a`.
+    vllm_weight_reload_dir (`str` or `None`, *optional*, defaults to `None`):
+        Server mode with a trainer that has no CUDA device (vLLM's CPU build): TRL's NCCL transfer cannot run, so each
+        weight sync writes the weights as one safetensors file into this folder and asks the server to reload them
+        (`/collective_rpc` `reload_weights`). The server must read the folder at the same path. `None`: a temporary
+        folder, removed when the client closes. Unused on a GPU.
     log_allocations (`bool`, *optional*, defaults to `True`):
         Append each generation batch's prompt ids, counts, success rates and scored successes to
         `output_dir/allocations.jsonl` (main process), the input of run reports.
