@@ -137,6 +137,7 @@ def test_server_mode_trainer_on_cpu_syncs_real_weights(tiny_model_dir, tmp_path,
     # what generated the batch, for reports: the engine in allocations.jsonl, the time in TRL's logs
     from trl_adaptive.report import load_run, summarize
 
+    trainer.save_state()  # trainer_state.json, which the report reads the logs from
     summary = summarize(load_run(tmp_path))
     assert summary["engine"] == "vllm-server"
     assert summary["generation_seconds_per_batch"] > 0
