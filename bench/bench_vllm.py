@@ -88,7 +88,7 @@ def bench_requests(args) -> dict:
 def trainer_run(args) -> dict:
     """One training run in this process; prints its step times as JSON."""
     sys.path.insert(0, str(QUESTIONS))
-    from train_real_vllm import Scored, dataset
+    from train_real_vllm import Scored, dataset, vllm_run_settings
     from transformers import PrinterCallback
     from trl import GRPOConfig, GRPOTrainer
 
@@ -96,25 +96,16 @@ def trainer_run(args) -> dict:
     from trl_adaptive.serving.vllm_cpu import cpu_vllm_construction, use_reload_for_colocate
 
     on_gpu = args.device == "cuda"
-    kwargs = dict(
+    kwargs = vllm_run_settings(
+        args.device,
+        "colocate",
         output_dir=tempfile.mkdtemp(),
         per_device_train_batch_size=args.batch,
         num_generations=args.generations,
         max_completion_length=args.max_tokens,
         temperature=1.0,
-        learning_rate=1e-6,
         max_steps=args.steps,
-        logging_steps=1,
-        report_to="none",
-        save_strategy="no",
-        bf16=on_gpu,
-        use_cpu=not on_gpu,
-        seed=0,
-        use_vllm=True,
-        vllm_mode="colocate",
-        vllm_enable_sleep_mode=False,
         vllm_gpu_memory_utilization=args.gpu_memory_utilization,
-        vllm_max_model_length=512,
         disable_tqdm=True,
     )
     data = dataset()

@@ -127,29 +127,38 @@ def reload_check(trainer, mode: str) -> dict:
     return {"before": before, "perturbed": perturbed, "restored": greedy(trainer, mode)}
 
 
+def vllm_run_settings(device: str, mode: str, **settings) -> dict:
+    """GRPOConfig fields of a short run with a real engine (shared with ``bench/bench_vllm.py``)."""
+    return dict(
+        learning_rate=1e-6,
+        logging_steps=1,
+        report_to="none",
+        save_strategy="no",
+        bf16=device == "cuda",
+        use_cpu=device == "cpu",  # without it accelerate sees no GPU and starts each process as its own run
+        seed=0,
+        use_vllm=True,
+        vllm_mode=mode,
+        vllm_enable_sleep_mode=False,  # refused on a CPU engine
+        vllm_max_model_length=512,
+        **settings,
+    )
+
+
 def run_family(family: str, cli, per_device: int) -> dict:
     scored, log = Scored(), RequestLog()
-    args = AdaptiveGRPOConfig(
+    settings = vllm_run_settings(
+        cli.device,
+        cli.mode,
         output_dir=str(Path(cli.out_dir) / family),
         per_device_train_batch_size=per_device,
         num_generations=4,
         max_completion_length=16,
         temperature=0.5,
-        learning_rate=1e-6,
         max_steps=cli.max_steps,
-        logging_steps=1,
-        report_to="none",
-        save_strategy="no",
-        bf16=cli.device == "cuda",
-        use_cpu=cli.device == "cpu",  # without it accelerate sees no GPU and starts each process as its own run
-        seed=0,
-        use_vllm=True,
-        vllm_mode=cli.mode,
         vllm_server_base_url=cli.server_url,
-        vllm_enable_sleep_mode=False,
-        vllm_max_model_length=512,
-        **FAMILIES[family],
     )
+    args = AdaptiveGRPOConfig(**settings, **FAMILIES[family])
     trainer = AdaptiveGRPOTrainer(
         model=cli.model_dir, reward_funcs=scored, args=args, train_dataset=dataset(), callbacks=[log]
     )
