@@ -155,7 +155,7 @@ def bench_trainer(args) -> dict:
     }
 
 
-def main() -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("what", choices=["requests", "trainer", "trainer-run"])
     parser.add_argument("--model", help="a local model folder (default: SmolLM2-135M-Instruct, converted offline)")
@@ -172,7 +172,11 @@ def main() -> None:
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--gpu-memory-utilization", type=float, default=0.3)
     parser.add_argument("--output", help="also write the result as JSON here")
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> None:
+    args = build_parser().parse_args()
     if args.model is None:
         from trl_adaptive.demo.model import smollm2_path
 

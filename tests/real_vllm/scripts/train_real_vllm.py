@@ -196,7 +196,7 @@ class _empty:
         return False
 
 
-def main() -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser()
     parser.add_argument("model_dir")
     parser.add_argument("out_dir")
@@ -207,7 +207,11 @@ def main() -> None:
     parser.add_argument("--max-steps", type=int, default=2)
     parser.add_argument("--generation-batch", type=int, default=16)
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    cli = parser.parse_args()
+    return parser
+
+
+def main() -> None:
+    cli = build_parser().parse_args()
     from accelerate import PartialState
 
     state = PartialState(cpu=cli.device == "cpu")
