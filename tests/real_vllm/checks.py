@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 from launch import accelerate_launch_command, run_command
-from real_server import cpu_engine_env
+
+from trl_adaptive.serving.vllm_cpu import CPU_ENGINE_DEFAULTS
 
 SCRIPT = Path(__file__).parent / "scripts" / "train_real_vllm.py"
 ANSWERS = ["Tokyo", "London", "Berlin", "cold", "Rome", "blue", "Paris", "4"]
@@ -16,9 +18,8 @@ TIMEOUT_S = 1500
 def train(model_dir: Path, out_dir: Path, mode: str, families: list[str], *extra: str, processes: int = 1) -> list:
     """Run the script (under ``accelerate launch`` for 2 processes); the per-rank reports, in rank order."""
     args = [str(SCRIPT), str(model_dir), str(out_dir), mode, ",".join(families), *extra]
-    command = accelerate_launch_command(*args) if processes == 2 else [__import__("sys").executable, *args]
-    engine_env = {k: v for k, v in cpu_engine_env().items() if k.startswith("VLLM_")}
-    result = run_command(command, TIMEOUT_S, **engine_env)
+    command = accelerate_launch_command(*args) if processes == 2 else [sys.executable, *args]
+    result = run_command(command, TIMEOUT_S, **CPU_ENGINE_DEFAULTS)
     assert result.returncode == 0, f"rc={result.returncode}. Output tail:\n{result.stdout[-6000:]}"
     return [json.loads((out_dir / f"rank{rank}.json").read_text()) for rank in range(processes)]
 

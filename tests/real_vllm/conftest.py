@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import socket
 from pathlib import Path
 
 import pytest
@@ -34,15 +33,10 @@ def smollm2_dir() -> Path:
     return smollm2_path()
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="session")
 def vllm_server(smollm2_dir, tmp_path_factory):
     """One ``trl vllm-serve`` for the session (start: about 40-70 s on 2 cores)."""
+    from launch import free_port
     from real_server import trl_vllm_serve
 
     log = tmp_path_factory.mktemp("vllm-server") / "server.log"

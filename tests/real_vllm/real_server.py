@@ -14,19 +14,15 @@ from pathlib import Path
 
 import requests
 
+from trl_adaptive.serving.vllm_cpu import CPU_ENGINE_DEFAULTS
+
 START_TIMEOUT_S = 420
 
 
-def cpu_engine_env(**extra: str) -> dict[str, str]:
-    """What a vLLM-CPU engine needs here: a fixed KV cache (GiB), no inductor compile, offline."""
-    env = dict(os.environ)
-    env.update(
-        VLLM_CPU_KVCACHE_SPACE="1",
-        VLLM_CPU_CI_ENV="1",  # dynamo with the eager backend: no 2-minute inductor compile
-        HF_HUB_OFFLINE="1",
-        TOKENIZERS_PARALLELISM="false",
-        **extra,
-    )
+def cpu_engine_env() -> dict[str, str]:
+    """This environment, offline, with what a vLLM-CPU engine needs (``CPU_ENGINE_DEFAULTS``) forced."""
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    env.update(CPU_ENGINE_DEFAULTS)
     return env
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import time
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -163,9 +162,10 @@ def train_run(args: DemoArguments, allocator: str, model: str, train_rows: list[
     """Train one allocator; write trainer_state.json next to allocations.jsonl; return the trainer."""
     from trl_adaptive import AdaptiveGRPOTrainer
 
-    if uses_vllm(args):  # for a CPU engine: a fixed KV cache (GiB) and no 2-minute inductor compile; ignored on a GPU
-        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
-        os.environ.setdefault("VLLM_CPU_CI_ENV", "1")
+    if uses_vllm(args):
+        from trl_adaptive.serving.vllm_cpu import set_cpu_engine_defaults
+
+        set_cpu_engine_defaults()
     dataset = Dataset.from_list(train_rows).add_column("prompt_id", list(range(len(train_rows))))
     trainer = AdaptiveGRPOTrainer(
         model=model,

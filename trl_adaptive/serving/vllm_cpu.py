@@ -34,6 +34,16 @@ from typing import Any
 from .cpu_seam import stand_in_seam_active
 
 WEIGHTS_FILE = "model.safetensors"
+# What a CPU engine needs here: a fixed KV cache (GiB; vLLM sizes it itself otherwise) and no 2-minute inductor
+# compile (dynamo with the eager backend; TRL's colocate engine gets no enforce_eager). Ignored on a GPU.
+CPU_ENGINE_DEFAULTS = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_CI_ENV": "1"}
+
+
+def set_cpu_engine_defaults(environ: dict[str, str] | None = None) -> None:
+    """Set :data:`CPU_ENGINE_DEFAULTS` in ``environ`` (default ``os.environ``) where not set already."""
+    environ = os.environ if environ is None else environ
+    for name, value in CPU_ENGINE_DEFAULTS.items():
+        environ.setdefault(name, value)
 
 
 def vllm_platform_is_cpu() -> bool:
@@ -199,11 +209,9 @@ def install_vllm_dist_shim() -> str | None:
     import importlib.metadata
     import sysconfig
 
-    try:
+    with contextlib.suppress(importlib.metadata.PackageNotFoundError):
         importlib.metadata.version("vllm")
         return None
-    except importlib.metadata.PackageNotFoundError:
-        pass
     version = importlib.metadata.version("vllm-cpu")  # raises if vLLM's CPU build is not installed either
     folder = os.path.join(sysconfig.get_paths()["purelib"], f"vllm-{version}+cpu.dist-info")
     os.makedirs(folder, exist_ok=True)
