@@ -381,11 +381,14 @@ class StandInVLLMServer:
             raise HTTPError(400, "the stand-in serves collective_rpc only for reload_weights(weights_path=...)")
         from safetensors.torch import load_file
 
-        tensors = load_file(str(Path(folder) / "model.safetensors"))
-        with self._model_lock:
-            missing, unexpected = self.engine.model.load_state_dict(tensors, strict=False)
-        if unexpected:
+        from .vllm_cpu import WEIGHTS_FILE
+
+        tensors = load_file(str(Path(folder) / WEIGHTS_FILE))
+        unexpected = sorted(set(tensors) - set(self.engine.model.state_dict()))
+        if unexpected:  # checked first, so a bad file leaves the served weights as they were
             raise HTTPError(400, f"reload_weights: the served model has no parameters named {unexpected[:5]}")
+        with self._model_lock:
+            self.engine.model.load_state_dict(tensors, strict=False)  # tied weights are saved once
         return [None], {"method": method, "num_tensors": len(tensors)}
 
 
