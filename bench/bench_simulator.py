@@ -15,8 +15,8 @@ Prints markdown tables for docs/benchmarks.md ("Learning-signal simulator"):
    and the value share (the paper's objective at the TRUE p over the best allocation of the same completions at the
    true p), on every difficulty mix and learning rule, plus the posterior's weak prior and half-life, and n = 4 / 16.
 
-Tables 1-2 list the plan-ahead allocators only (a round-based allocator's ``allocate`` is a uniform placeholder);
-table 3 is where the round-based ones are compared.
+Tables 1-2 list the plan-ahead allocators only (``registered_allocators()``); table 3 is where the round procedures
+of Reinforce-Ada Seq (``trl_adaptive.sampling.ROUND_PROCEDURES``) are compared, table 4 adds Pilot-Commit.
 
 Usage:
     .venv/bin/python bench/bench_simulator.py                 # 2000 prompts, 256 per step, n = 8, 5 epochs, 5 seeds
@@ -37,8 +37,9 @@ from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from trl_adaptive.allocation import SequentialAllocator, get_allocator, registered_allocators
+from trl_adaptive.allocation import get_allocator, registered_allocators
 from trl_adaptive.allocation.base import Allocator
+from trl_adaptive.sampling import ROUND_PROCEDURES, Procedure, Sequential
 from trl_adaptive.sim import (
     MIXES,
     RULE_KINDS,
@@ -94,10 +95,11 @@ def parse_args() -> Args:
 def allocator_specs(epochs: int) -> dict[str, str | Allocator]:
     """Every registered plan-ahead allocator with its defaults, plus Knapsack without its fallback when supported.
 
-    CERO is told the run's number of epochs (its K, TRL's ``num_train_epochs``), as the trainer would. Round-based
-    allocators (Reinforce-Ada Seq) are left to :func:`rounds_specs`.
+    CERO is told the run's number of epochs (its K, TRL's ``num_train_epochs``), as the trainer would; the simulator
+    plans every allocator ahead (CERO's fixed mapping). Round procedures (Reinforce-Ada Seq, Pilot-Commit) are not
+    allocators: they are left to :func:`rounds_specs` and :func:`fresh_specs`.
     """
-    plan_ahead = [name for name in registered_allocators() if not isinstance(get_allocator(name), SequentialAllocator)]
+    plan_ahead = registered_allocators()
     names = ["uniform"] + [name for name in plan_ahead if name != "uniform"]
     specs: dict[str, str | Allocator] = {name: name for name in names}
     if "cero" in specs and "num_epochs" in inspect.signature(type(get_allocator("cero"))).parameters:
@@ -109,14 +111,12 @@ def allocator_specs(epochs: int) -> dict[str, str | Allocator]:
     return specs
 
 
-def rounds_specs() -> dict[str, str | Allocator | DynamicSampling]:
-    """Table 3: the references, every round-based allocator, and dynamic sampling around uniform and knapsack."""
-    specs: dict[str, str | Allocator | DynamicSampling] = {"uniform": "uniform"}
+def rounds_specs() -> dict[str, str | Allocator | Procedure]:
+    """Table 3: the references, every Reinforce-Ada Seq procedure, and dynamic sampling around uniform and knapsack."""
+    specs: dict[str, str | Allocator | Procedure] = {"uniform": "uniform"}
     plan = ["knapsack"] if "knapsack" in registered_allocators() else []
     specs.update({name: name for name in plan})
-    specs.update(
-        {name: name for name in registered_allocators() if isinstance(get_allocator(name), SequentialAllocator)}
-    )
+    specs.update({name: name for name in sorted(ROUND_PROCEDURES) if issubclass(ROUND_PROCEDURES[name], Sequential)})
     for name in ["uniform", *plan]:
         specs[f"{name} + dynamic sampling"] = DynamicSampling(name)
     return specs
@@ -322,7 +322,7 @@ def run(args: Args, specs: dict[str, str | Allocator], sizes: dict[str, int], po
 # ==== table 4: fresh estimates ======================================================================================
 # The posterior's weak prior: Beta(1, 1) is the store's default (CERO's); Jeffreys' Beta(0.5, 0.5) is the alternative.
 JEFFREYS = functools.partial(PromptStatistics, posterior_prior_a=0.5, posterior_prior_b=0.5)
-Spec = str | Allocator | DynamicSampling | Pilot | PilotCommit
+Spec = str | Allocator | Procedure
 
 
 def fresh_specs() -> dict[str, tuple[Spec, Any]]:

@@ -149,7 +149,8 @@ def main(args: Args) -> None:
         budget = num_prompts * args.num_generations
         large = num_prompts > 256
         ours_ms, _ = timed(lambda: default.allocate(rates, budget), args.repeats)  # noqa: B023
-        pure_ms, pure_counts = timed(lambda: pure.allocate(rates, budget), args.repeats)  # noqa: B023
+        pure_ms, pure_allocation = timed(lambda: pure.allocate(rates, budget), args.repeats)  # noqa: B023
+        pure_counts = pure_allocation.counts
         ours_dp = "not run" if large else f"{timed(lambda: pure_dp.allocate(rates, budget), 3)[0]:.1f}"  # noqa: B023
         if large and args.extrapolate_large:
             # The reference's work is proportional to M * (B + 1) at fixed N_up - N_low.
@@ -202,7 +203,8 @@ def bayes_table(args: Args, rng: np.random.Generator) -> None:
         rates = dapo_like_rates(num_prompts, rng, n)
         stats = PromptBatchStats.from_success_rates(rates, attempts=float(n))
         budget = num_prompts * n
-        ms, counts = timed(lambda: greedy.allocate(rates, budget, stats=stats), args.repeats)  # noqa: B023
+        ms, allocation = timed(lambda: greedy.allocate(stats, budget), args.repeats)  # noqa: B023
+        counts = allocation.counts
         pilot = np.full(num_prompts, 2)
         after = absorb(stats, rng.binomial(2, rates).astype(float), pilot.astype(float))
         left = budget - 2 * num_prompts

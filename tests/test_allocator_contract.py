@@ -2,8 +2,9 @@
 
 For hypothesis-generated success rates (NaN, 0, 1, 0.5, all equal, a single prompt, budgets not divisible by M):
 integer counts summing exactly to the budget, within [min_rollouts, max_rollouts] (0 only where allowed), the same
-inputs and state giving the same counts, a JSON round trip of ``state_dict`` restoring the next allocation exactly,
-and ``completion_weights`` of shape (M,) when given.
+inputs and state giving the same counts, ``allocate`` changing no state (it moves in ``end_step``, once per step), a
+JSON round trip of ``state_dict`` restoring the next allocation exactly, and weights of shape (M,) when given. The
+procedures that drive allocators have their own contract (``tests/test_sampling_contract.py``).
 """
 
 import importlib
@@ -70,17 +71,18 @@ def _with_stats(rates: list[float], seed: int) -> PromptBatchStats:
     )
 
 
-def _check(allocator, counts: np.ndarray, rates: list[float], budget: int, stats: PromptBatchStats | None) -> None:
+def _check(allocator, allocation, rates: list[float], budget: int) -> None:
+    counts = allocation.counts
     assert isinstance(counts, np.ndarray) and counts.dtype == np.int64 and counts.shape == (len(rates),)
-    assert int(counts.sum()) == budget
+    assert int(counts.sum()) == budget and allocation.budget == budget and len(allocation.prompt_ids) == len(rates)
     nonzero = counts[counts != 0]
     assert np.all(nonzero >= allocator.min_rollouts) and np.all(nonzero <= allocator.max_rollouts)
     if not allocator.allows_zero:
         assert np.all(counts != 0)
-    weights = allocator.completion_weights(counts, stats if stats is not None else _as_stats(rates))
-    if weights is not None:
-        weights = np.asarray(weights)
+    if allocation.weights is not None:
+        weights = np.asarray(allocation.weights)
         assert weights.shape == (len(rates),) and np.all(np.isfinite(weights)) and np.all(weights >= 0)
+    assert all(np.isfinite(float(v)) for v in allocation.metrics.values())
 
 
 def _as_stats(rates: list[float]) -> PromptBatchStats:
@@ -97,22 +99,24 @@ def test_allocator_contract(name, rates, data, use_stats, seed):
         budget = len(rates) * fresh.min_rollouts + 1
     else:
         budget = _budget(fresh, len(rates), data)
-    stats = _with_stats(rates, seed) if use_stats else None
-    rate_arg = np.asarray(rates) if stats is None else stats.success_rate
+    given_stats = _with_stats(rates, seed) if use_stats else np.asarray(rates)
 
-    # Same inputs, same (fresh) state -> same counts, from two independent instances.
+    # Same inputs, same (fresh) state -> same allocation, from two independent instances; allocate moves no state.
     a, b = get_allocator(name), get_allocator(name)
-    first = a.allocate(rate_arg, budget, stats=stats)
-    _check(a, first, rates, budget, stats)
-    np.testing.assert_array_equal(first, b.allocate(rate_arg, budget, stats=stats))
+    before = json.dumps(a.state_dict(), sort_keys=True)
+    first = a.allocate(given_stats, budget)
+    _check(a, first, rates, budget)
+    assert json.dumps(a.state_dict(), sort_keys=True) == before
+    np.testing.assert_array_equal(first.counts, b.allocate(given_stats, budget).counts)
 
-    # The state after a step survives JSON and restores the next allocation exactly.
+    # The state after a step (end_step) survives JSON and restores the next allocation exactly.
+    a.end_step([first])
     state = json.loads(json.dumps(a.state_dict(), allow_nan=False))
     c = get_allocator(name)
     c.load_state_dict(state)
-    second = a.allocate(rate_arg, budget, stats=stats)
-    _check(a, second, rates, budget, stats)
-    np.testing.assert_array_equal(second, c.allocate(rate_arg, budget, stats=stats))
+    second = a.allocate(given_stats, budget)
+    _check(a, second, rates, budget)
+    np.testing.assert_array_equal(second.counts, c.allocate(given_stats, budget).counts)
     assert json.dumps(a.state_dict(), sort_keys=True) == json.dumps(c.state_dict(), sort_keys=True)
 
 
@@ -121,8 +125,7 @@ def test_single_prompt_and_edge_budgets(name):
     allocator = get_allocator(name)
     for rate in (float("nan"), 0.0, 0.5, 1.0):
         for budget in (allocator.min_rollouts, allocator.max_rollouts, allocator.min_rollouts + 1):
-            counts = allocator.allocate([rate], budget)
-            _check(allocator, counts, [rate], budget, None)
+            _check(allocator, allocator.allocate([rate], budget), [rate], budget)
     with pytest.raises(ValueError):
         allocator.allocate([0.5], allocator.max_rollouts + 1)
     with pytest.raises(ValueError):

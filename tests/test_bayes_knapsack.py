@@ -184,7 +184,9 @@ def test_exact_against_brute_force(instance):
     best = brute_force(table, budget, np.full(len(a), n_low), np.full(len(a), n_up))
     for solver in ("greedy", "dp"):
         allocator = BayesKnapsackAllocator(min_rollouts=n_low, max_rollouts=n_up, solver=solver)
-        counts = allocator.allocate(a / (a + b), budget, stats=stats_for(a, b))
+        allocation = allocator.allocate(stats_for(a, b), budget)
+        counts = allocation.counts
+        assert allocation.weights is None and allocation.budget == budget
         assert counts.dtype == np.int64 and int(counts.sum()) == budget
         assert np.all(counts >= n_low) and np.all(counts <= n_up)
         assert knapsack_objective(table, counts) == pytest.approx(best, rel=1e-12, abs=1e-15)
@@ -203,7 +205,9 @@ def test_allocate_remaining_is_exact_against_brute_force(instance, data):
     best = brute_force(table, int(already.sum()) + left, lower, np.full(m, n_up))
     for solver in ("greedy", "dp"):
         allocator = BayesKnapsackAllocator(min_rollouts=n_low, max_rollouts=n_up, solver=solver)
-        extra = allocator.allocate_remaining(stats_for(a, b), left, already)
+        remaining = allocator.allocate_remaining(stats_for(a, b), left, already)
+        extra = remaining.counts
+        assert remaining.budget == left and remaining.prompt_ids.tolist() == list(range(m))
         assert extra.dtype == np.int64 and np.all(extra >= 0) and int(extra.sum()) == left
         total = already + extra
         assert np.all(total >= n_low) and np.all(total <= n_up)
@@ -226,12 +230,11 @@ def test_no_evidence_gets_the_uniform_share():
     nan_stats = PromptBatchStats.from_success_rates([NAN] * 5)
     allocator = BayesKnapsackAllocator()
     assert (
-        allocator.allocate([NAN] * 5, 43, stats=nan_stats).tolist()
-        == UniformAllocator().allocate([NAN] * 5, 43).tolist()
+        allocator.allocate(nan_stats, 43).counts.tolist() == UniformAllocator().allocate([NAN] * 5, 43).counts.tolist()
     )
     rates = [NAN, 0.0, 0.5, NAN, 1.0]
-    counts = allocator.allocate(rates, 41)
-    uniform = UniformAllocator().allocate(rates, 41)
+    counts = allocator.allocate(rates, 41).counts
+    uniform = UniformAllocator().allocate(rates, 41).counts
     assert counts[[0, 3]].tolist() == uniform[[0, 3]].tolist() and int(counts.sum()) == 41
 
 
@@ -239,7 +242,7 @@ def test_a_prompt_with_a_prior_is_not_unseen():
     store = PromptStatistics()
     store.set_prior([1], [0.5], weight=8)
     stats = store.batch([0, 1, 2])
-    counts = BayesKnapsackAllocator().allocate(stats.success_rate, 24, stats=stats)
+    counts = BayesKnapsackAllocator().allocate(stats, 24).counts
     assert counts[0] == counts[2] == 8 and counts[1] == 8  # its share is solved alone, within the same 8
     stats = store.batch([1, 3])
     assert stats.evidence.tolist() == [8.0, 0.0]
@@ -249,7 +252,7 @@ def test_posterior_spends_on_uncertain_prompts_not_on_certainty():
     # 0/8 keeps value under Beta(1, 9); 800/800 is all but certainly solved and sits at N_low.
     a = np.array([1.0, 5.0, 801.0, 9.0])
     b = np.array([9.0, 5.0, 1.0, 1.0])
-    counts = BayesKnapsackAllocator().allocate(a / (a + b), 64, stats=stats_for(a, b))
+    counts = BayesKnapsackAllocator().allocate(stats_for(a, b), 64).counts
     assert counts[2] == 2 and counts[0] > 8 and int(counts.sum()) == 64
 
 
@@ -257,7 +260,7 @@ def test_bad_posterior_names_the_field():
     allocator = BayesKnapsackAllocator()
     for a, b, field in (([0.0, 1.0], [1.0, 1.0], "beta_a"), ([1.0, 1.0], [1.0, np.inf], "beta_b")):
         with pytest.raises(ValueError, match=f"stats.{field} must be finite and > 0.*PromptStatistics.batch"):
-            allocator.allocate([0.5, 0.5], 8, stats=stats_for(a, b))
+            allocator.allocate(stats_for(a, b), 8)
         with pytest.raises(ValueError, match=f"stats.{field}"):
             allocator.allocate_remaining(stats_for(a, b), 4, np.array([2, 2]))
     with pytest.raises(ValueError, match="solver"):
@@ -281,7 +284,7 @@ def test_allocate_remaining_bad_input():
         allocator.allocate_remaining(stats, 29, np.array([2, 2]))
     with pytest.raises(ValueError, match=r"must lie in \[4, 32\], it is 3"):
         allocator.allocate_remaining(stats, 1, np.array([1, 1]))
-    assert allocator.allocate_remaining(stats, 0, np.array([2, 16])).tolist() == [0, 0]
+    assert allocator.allocate_remaining(stats, 0, np.array([2, 16])).counts.tolist() == [0, 0]
 
 
 # ---- the pilot round ------------------------------------------------------------------------------------------------
@@ -321,7 +324,8 @@ def test_pilot_then_round_two_spends_the_step_budget():
     pilot_budget_check(2, num_prompts=64, budget=512, min_rollouts=2)
     first = np.full(64, 2)
     successes = rng.binomial(2, p)
-    extra = BayesKnapsackAllocator().allocate_remaining(absorb(store.batch(ids), successes, first), 512 - 128, first)
+    after = absorb(store.batch(ids), successes, first)
+    extra = BayesKnapsackAllocator().allocate_remaining(after, 512 - 128, first).counts
     assert int((first + extra).sum()) == 512 and np.all(extra >= 0)
 
 
@@ -334,7 +338,7 @@ def test_resume_keeps_the_posterior_and_the_next_allocation_bit_identical():
     allocator = BayesKnapsackAllocator()
     for step in range(6):
         ids = rng.permutation(40)[:16]
-        counts = allocator.allocate(store.success_rates(ids), 128, stats=store.batch(ids))
+        counts = allocator.allocate(store.batch(ids), 128).counts
         seg = np.repeat(ids, counts)
         store.update(seg, (rng.random(len(seg)) < p[seg]).astype(float))
         if step % 3 == 2:
@@ -347,6 +351,4 @@ def test_resume_keeps_the_posterior_and_the_next_allocation_bit_identical():
     a, b = store.batch(ids), resumed.batch(ids)
     np.testing.assert_array_equal(a.beta_a, b.beta_a)
     np.testing.assert_array_equal(a.beta_b, b.beta_b)
-    np.testing.assert_array_equal(
-        allocator.allocate(a.success_rate, 320, stats=a), allocator.allocate(b.success_rate, 320, stats=b)
-    )
+    np.testing.assert_array_equal(allocator.allocate(a, 320).counts, allocator.allocate(b, 320).counts)

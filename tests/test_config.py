@@ -165,11 +165,8 @@ def test_fixed_seed_in_server_mode_is_rejected(tiny_model_dir, tmp_path):
 
 @pytest.mark.parametrize(("name", "expected"), [("knapsack", 128), ("reinforce_ada_est", 32), ("cero", 16)])
 def test_unset_max_rollouts_keeps_each_allocators_default(tmp_path, name, expected):
-    from trl_adaptive.trainer.inputs import build_allocator as _build_allocator
+    from trl_adaptive.trainer.inputs import build_procedure_from_config as _build
 
-    assert (
-        _build_allocator(AdaptiveGRPOConfig(**tiny_config_kwargs(str(tmp_path)), allocator=name), 8).max_rollouts
-        == expected
-    )
+    assert _build(AdaptiveGRPOConfig(**tiny_config_kwargs(str(tmp_path)), allocator=name), 8).max_rollouts == expected
     overridden = AdaptiveGRPOConfig(**tiny_config_kwargs(str(tmp_path)), allocator=name, max_rollouts=8)
-    assert _build_allocator(overridden, 8).max_rollouts == 8
+    assert _build(overridden, 8).max_rollouts == 8

@@ -369,4 +369,4 @@ def test_smoke_vllm_server_mode_with_a_warm_start(train_dapo, tiny_model_dir, da
         record = json.loads(line)
         ids = np.array(record["prompt_ids"])
         assert record["success_rates"] == rates[ids].tolist()  # from the warm start, in the first epoch already
-        assert record["counts"] == allocator.allocate(rates[ids], 16).tolist()
+        assert record["counts"] == allocator.allocate(rates[ids], 16).counts.tolist()

@@ -13,7 +13,7 @@ from huggingface_hub import ModelCard
 from trainer_helpers import make_dataset, reward_has_vowel_e, tiny_config_kwargs
 
 from trl_adaptive import AdaptiveGRPOConfig, AdaptiveGRPOTrainer, PromptStatistics
-from trl_adaptive.allocation import prompts_per_status, registered_allocators
+from trl_adaptive.allocation import prompts_per_status
 from trl_adaptive.hub import (
     ALLOCATOR_PAPERS,
     CARD_METRICS,
@@ -29,6 +29,7 @@ from trl_adaptive.hub import (
     statistics_card_text,
     statistics_dataset,
 )
+from trl_adaptive.sampling import registered_strategies
 from trl_adaptive.stats import prompt_fingerprint
 
 REPO = Path(__file__).resolve().parents[1]
@@ -155,7 +156,7 @@ def test_bibtex_entries_are_well_formed():
     assert PAPERS["reinforce_ada"].arxiv_id == "2510.04996"
     assert PAPERS["cero"].arxiv_id == "2606.05606"
     # Every registered allocator says where it comes from (uniform: GRPO, no extra paper).
-    assert set(ALLOCATOR_PAPERS) == set(registered_allocators())
+    assert set(ALLOCATOR_PAPERS) == set(registered_strategies())
 
 
 def test_card_section_before_any_logged_batch():

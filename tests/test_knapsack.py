@@ -33,21 +33,24 @@ def test_budget_bounds_and_determinism(problem):
     rates, budget, n_low, n_up = problem
     for kwargs in ALL_SETTINGS:
         allocator = KnapsackAllocator(min_rollouts=n_low, max_rollouts=n_up, **kwargs)
-        counts = allocator.allocate(rates, budget)
+        allocation = allocator.allocate(rates, budget)
+        counts = allocation.counts
         assert counts.dtype == np.int64 and counts.shape == rates.shape
+        assert allocation.weights is None and dict(allocation.metrics) == {} and allocation.budget == budget
+        assert allocation.prompt_ids.tolist() == list(range(len(rates)))  # rates alone: ids are the positions
         assert int(counts.sum()) == budget
         assert np.all(counts >= n_low) and np.all(counts <= n_up)
-        assert counts.tolist() == allocator.allocate(rates.copy(), budget).tolist()
+        assert counts.tolist() == allocator.allocate(rates.copy(), budget).counts.tolist()
 
 
 @settings(max_examples=40, deadline=None)
 @given(problem=problems())
 def test_unseen_prompts_get_their_uniform_share(problem):
     rates, budget, n_low, n_up = problem
-    uniform = UniformAllocator(min_rollouts=n_low, max_rollouts=n_up).allocate(rates, budget)
+    uniform = UniformAllocator(min_rollouts=n_low, max_rollouts=n_up).allocate(rates, budget).counts
     unseen = np.isnan(rates)
     for kwargs in ALL_SETTINGS:
-        counts = KnapsackAllocator(min_rollouts=n_low, max_rollouts=n_up, **kwargs).allocate(rates, budget)
+        counts = KnapsackAllocator(min_rollouts=n_low, max_rollouts=n_up, **kwargs).allocate(rates, budget).counts
         assert counts[unseen].tolist() == uniform[unseen].tolist()
 
 
@@ -56,9 +59,9 @@ def test_unseen_prompts_get_their_uniform_share(problem):
 def test_first_epoch_is_exactly_uniform(num_prompts, data):
     budget = data.draw(st.integers(2 * num_prompts, 128 * num_prompts))
     rates = np.full(num_prompts, NAN)
-    expected = UniformAllocator().allocate(rates, budget).tolist()
+    expected = UniformAllocator().allocate(rates, budget).counts.tolist()
     for kwargs in ALL_SETTINGS:
-        assert KnapsackAllocator(**kwargs).allocate(rates, budget).tolist() == expected
+        assert KnapsackAllocator(**kwargs).allocate(rates, budget).counts.tolist() == expected
 
 
 @settings(max_examples=40, deadline=None)
@@ -69,13 +72,15 @@ def test_pure_knapsack_is_the_exact_optimum(problem):
     seen = ~np.isnan(rates)
     if not seen.any():
         return
-    uniform = UniformAllocator(min_rollouts=n_low, max_rollouts=n_up).allocate(rates, budget)
+    uniform = UniformAllocator(min_rollouts=n_low, max_rollouts=n_up).allocate(rates, budget).counts
     seen_budget = int(uniform[seen].sum())
     table = value_table(rates[seen], n_up)
     best = knapsack_objective(table, solve_dp(table, seen_budget, n_low, n_up))
     for solver in ("greedy", "dp"):
-        counts = KnapsackAllocator(min_rollouts=n_low, max_rollouts=n_up, fallback=False, solver=solver).allocate(
-            rates, budget
+        counts = (
+            KnapsackAllocator(min_rollouts=n_low, max_rollouts=n_up, fallback=False, solver=solver)
+            .allocate(rates, budget)
+            .counts
         )
         assert knapsack_objective(table, counts[seen]) == pytest.approx(best, rel=1e-12, abs=1e-15)
 
@@ -84,7 +89,7 @@ def test_pure_knapsack_is_the_exact_optimum(problem):
 @given(problem=problems())
 def test_fallback_rules(problem):
     rates, budget, n_low, n_up = problem
-    counts = KnapsackAllocator(min_rollouts=n_low, max_rollouts=n_up).allocate(rates, budget)
+    counts = KnapsackAllocator(min_rollouts=n_low, max_rollouts=n_up).allocate(rates, budget).counts
     seen = ~np.isnan(rates)
     solved, hard = rates == 1, rates == 0
     mid = seen & ~solved & ~hard
@@ -105,16 +110,16 @@ def test_fallback_rules(problem):
 def test_fallback_examples():
     allocator = KnapsackAllocator()
     # p=1 -> N_low, mid prompts -> 90% demand (0.5 -> 4, 0.9 -> 22), p=0 -> everything else.
-    assert allocator.allocate([0.0, 0.5, 0.9, 1.0], 32).tolist() == [4, 4, 22, 2]
+    assert allocator.allocate([0.0, 0.5, 0.9, 1.0], 32).counts.tolist() == [4, 4, 22, 2]
     # Surplus over p=0 prompts is even, remainder to the lower index.
-    assert allocator.allocate([0.0, 0.0, 0.0, 1.0], 33).tolist() == [11, 10, 10, 2]
+    assert allocator.allocate([0.0, 0.0, 0.0, 1.0], 33).counts.tolist() == [11, 10, 10, 2]
     # No p=0 prompt: the surplus goes back to the mid prompts by value, not to the solved ones.
-    assert allocator.allocate([0.5, 0.5, 1.0, 1.0], 100).tolist() == [48, 48, 2, 2]
+    assert allocator.allocate([0.5, 0.5, 1.0, 1.0], 100).counts.tolist() == [48, 48, 2, 2]
     # p=0 prompts full at N_up: the rest goes back to the mid prompts.
-    counts = KnapsackAllocator(max_rollouts=10).allocate([0.0, 0.0, 0.5, 1.0], 34)
+    counts = KnapsackAllocator(max_rollouts=10).allocate([0.0, 0.0, 0.5, 1.0], 34).counts
     assert counts.tolist() == [10, 10, 10, 4]  # p=0 and mid full; only then does the solved prompt absorb the rest
     # Everything else full: the solved prompt takes the rest rather than anything exceeding N_up.
-    assert KnapsackAllocator(max_rollouts=8).allocate([0.5, 1.0], 16).tolist() == [8, 8]
+    assert KnapsackAllocator(max_rollouts=8).allocate([0.5, 1.0], 16).counts.tolist() == [8, 8]
 
 
 @pytest.mark.parametrize("kwargs", ALL_SETTINGS)
@@ -129,25 +134,25 @@ def test_fallback_examples():
     ],
 )
 def test_degenerate_batches_are_near_uniform(rates, budget, kwargs):
-    counts = KnapsackAllocator(**kwargs).allocate(rates, budget)
+    counts = KnapsackAllocator(**kwargs).allocate(rates, budget).counts
     assert int(counts.sum()) == budget and np.ptp(counts) <= 1
 
 
 def test_unseen_prompts_are_not_treated_as_hard():
     rates = [NAN] * 32 + [0.5] * 32
-    counts = KnapsackAllocator().allocate(rates, 64 * 8)
+    counts = KnapsackAllocator().allocate(rates, 64 * 8).counts
     assert counts[:32].tolist() == [8] * 32
 
 
 def test_budget_not_divisible_by_the_number_of_prompts():
     rates = [NAN, NAN, NAN, 0.2, 0.0]
-    counts = KnapsackAllocator().allocate(rates, 43)
-    assert counts[:3].tolist() == UniformAllocator().allocate(rates, 43)[:3].tolist() == [9, 9, 9]
+    counts = KnapsackAllocator().allocate(rates, 43).counts
+    assert counts[:3].tolist() == UniformAllocator().allocate(rates, 43).counts[:3].tolist() == [9, 9, 9]
     assert int(counts.sum()) == 43
 
 
 def test_pure_knapsack_leaves_zero_value_prompts_at_the_minimum():
-    counts = KnapsackAllocator(fallback=False).allocate([0.0, 0.9, 1.0, 0.5], 64)
+    counts = KnapsackAllocator(fallback=False).allocate([0.0, 0.9, 1.0, 0.5], 64).counts
     assert counts[0] == 2 and counts[2] == 2
 
 
@@ -160,8 +165,8 @@ def test_table3_like_example():
     = 2 + 21 = 23 to the p=0.9 prompt, we grant its 90% demand ceil(21.85) = 22 in total (DESIGN 2.2).
     """
     rates = [0.0, 0.9] + [1.0] * 6
-    assert KnapsackAllocator(fallback=False).allocate(rates, 64).tolist() == [2, 50] + [2] * 6
-    assert KnapsackAllocator(fallback=True).allocate(rates, 64).tolist() == [30, 22] + [2] * 6
+    assert KnapsackAllocator(fallback=False).allocate(rates, 64).counts.tolist() == [2, 50] + [2] * 6
+    assert KnapsackAllocator(fallback=True).allocate(rates, 64).counts.tolist() == [30, 22] + [2] * 6
 
 
 def test_registry_repr_and_state():

@@ -37,16 +37,17 @@ def test_inverse_is_proportional_to_one_over_p():
     # p~ = 1/2, 1/4, 1/8: w = 2, 4, 8 (sum 14). B = 42 -> lambda = 3 and N = 3 w = 6, 12, 24 exactly.
     est = ReinforceAdaEstAllocator(weighting="inverse")
     stats = _stats([0.5, 0.25, 0.125])
-    counts = est.allocate(stats.success_rate, 42, stats=stats)
-    assert counts.tolist() == [6, 12, 24]
-    assert est.completion_weights(counts, stats) is None
+    allocation = est.allocate(stats, 42)
+    assert allocation.counts.tolist() == [6, 12, 24]
+    assert allocation.weights is None  # inverse: no residual weights
+    assert est.residual_weights(allocation.counts, stats) is None
 
 
 def test_hybrid_is_proportional_to_one_over_sqrt_p():
     # p~ = 1/4, 1/16, 1/64: w = 2, 4, 8. B = 42 -> N = 3 w = 6, 12, 24.
     est = ReinforceAdaEstAllocator(weighting="hybrid")
     stats = _stats([1 / 4, 1 / 16, 1 / 64])
-    counts = est.allocate(stats.success_rate, 42, stats=stats)
+    counts = est.allocate(stats, 42).counts
     assert counts.tolist() == [6, 12, 24]
 
 
@@ -57,9 +58,9 @@ def test_shares_are_proportional_not_a_uniform_floor_plus_proportional_extra():
     stats = _stats([1 / 4, 1 / 16, 1 / 64])  # w = 2, 4, 8
     x = water_fill(est.prompt_weights(stats), 48, est.min_rollouts, est.max_rollouts)
     np.testing.assert_allclose(x, np.array([2, 4, 8]) * 48 / 14)
-    v = est.completion_weights(x, stats)
+    v = est.residual_weights(x, stats)
     np.testing.assert_allclose(x * v / (x[0] * v[0]), [1, 4, 16])  # exact on the real shares
-    counts = est.allocate(stats.success_rate, 48, stats=stats)
+    counts = est.allocate(stats, 48).counts
     assert counts.tolist() == [7, 14, 27]  # 6.86, 13.71, 27.43 rounded
 
 
@@ -82,7 +83,7 @@ def test_cap_with_water_filling():
     # w = 1, 1, 1, 97 (a never-solved prompt). Uncapped, the hard prompt would take 80 * 97 / 100 = 77.6.
     est = ReinforceAdaEstAllocator(weighting="inverse", max_rollouts=32)
     stats = _stats([1.0, 1.0, 1.0, 1 / 97])
-    counts = est.allocate(stats.success_rate, 80, stats=stats)
+    counts = est.allocate(stats, 80).counts
     # The cap takes 32; the other 48 are split evenly over the three equal prompts.
     assert counts.tolist() == [16, 16, 16, 32]
 
@@ -90,7 +91,7 @@ def test_cap_with_water_filling():
 def test_cap_binding_on_several_prompts_redistributes_in_proportion():
     est = ReinforceAdaEstAllocator(weighting="inverse", max_rollouts=10)
     stats = _stats([1 / 100, 1 / 90, 1 / 2, 1 / 1])  # w = 100, 90, 2, 1
-    counts = est.allocate(stats.success_rate, 32, stats=stats)
+    counts = est.allocate(stats, 32).counts
     # Two capped at 10; the remaining 12 = lambda * (2 + 1) -> lambda = 4 -> 8, 4.
     assert counts.tolist() == [10, 10, 8, 4]
 
@@ -174,12 +175,13 @@ def test_hybrid_count_times_weight_is_proportional_to_one_over_p(p, low, span, d
     if not inside.any():
         return
     # Real shares: x_i v_i p~_i is one constant over the unclamped prompts.
-    v = est.completion_weights(x, stats)
+    v = est.residual_weights(x, stats)
     target = x * v * p
     np.testing.assert_allclose(target[inside], target[inside][0], rtol=1e-9)
     # Integer counts (each the floor or ceiling of x_i): N_i v_i p~_i / (x_i v_i p~_i) = N_i / x_i, off by < 1 / x_i.
-    counts = est.allocate(p, budget, stats=stats)
-    v = est.completion_weights(counts, stats)
+    allocation = est.allocate(stats, budget)
+    counts, v = allocation.counts, allocation.weights
+    np.testing.assert_array_equal(v, est.residual_weights(counts, stats))  # the allocation carries the weights
     ref = (x * v * p)[inside][0]  # the same constant with the integer counts' weight normalisation
     rel = counts * v * p / ref - 1
     assert np.all(np.abs(rel[inside]) <= 1 / x[inside] + 1e-9)
@@ -188,12 +190,12 @@ def test_hybrid_count_times_weight_is_proportional_to_one_over_p(p, low, span, d
 def test_unseen_prompts_get_an_average_share_not_a_hard_one():
     est = ReinforceAdaEstAllocator(weighting="inverse")
     store = PromptStatistics()
-    first = est.allocate([np.nan] * 4, 32, stats=store.batch([0, 1, 2, 3]))
-    assert first.tolist() == [8, 8, 8, 8]  # first epoch: uniform
+    first = est.allocate(store.batch([0, 1, 2, 3]), 32)
+    assert first.counts.tolist() == [8, 8, 8, 8]  # first epoch: uniform
     store.update([0] * 8 + [1] * 8, [1.0] * 4 + [0.0] * 4 + [0.0] * 8)
     batch = store.batch([0, 1, 2, 3])  # p~ = 5/25 and 1/25, then two unseen prompts
     np.testing.assert_allclose(batch.smoothed_rate, [0.2, 0.04, 1 / 17, 1 / 17])
-    counts = est.allocate(batch.success_rate, 32, stats=batch)
+    counts = est.allocate(batch, 32).counts
     # w = 5, 25 and the batch mean 15 for the unseen: 32 * (5, 25, 15, 15) / 60 = 2.67, 13.33, 8, 8.
     assert counts.tolist() == [3, 13, 8, 8]
     # Two half-solved prompts (p~ = 5/25, w = 5) next to two new ones: the unseen get the same share as them,
@@ -201,23 +203,24 @@ def test_unseen_prompts_get_an_average_share_not_a_hard_one():
     store2 = PromptStatistics()
     store2.update([0] * 8 + [1] * 8, [1.0, 0.0] * 8)
     batch = store2.batch([0, 1, 2, 3])
-    assert est.allocate(batch.success_rate, 32, stats=batch).tolist() == [8, 8, 8, 8]
+    assert est.allocate(batch, 32).counts.tolist() == [8, 8, 8, 8]
     official = ReinforceAdaEstAllocator(weighting="inverse", unseen_weight="prior")
-    assert official.allocate(batch.success_rate, 32, stats=batch).tolist() == [4, 4, 12, 12]
+    assert official.allocate(batch, 32).counts.tolist() == [4, 4, 12, 12]
 
 
-def test_completion_weights_hybrid():
+def test_allocation_weights_hybrid():
     est = ReinforceAdaEstAllocator()
     stats = _stats([1 / 4, 1 / 16, 1 / 64])
-    counts = est.allocate(stats.success_rate, 42, stats=stats)
-    v = est.completion_weights(counts, stats)
-    assert v.shape == (3,)
+    allocation = est.allocate(stats, 42)
+    counts, v = allocation.counts, allocation.weights
+    assert v.shape == (3,) and v.dtype == np.float64
+    np.testing.assert_array_equal(v, est.residual_weights(counts, stats))
     assert np.dot(counts, v) / counts.sum() == pytest.approx(1.0)  # mean over completions is 1
     np.testing.assert_allclose(v / v[0], [1, 2, 4])  # proportional to 1 / sqrt(p~)
     # Allocation x weight is proportional to 1 / p~ where the bounds do not bind (log objective's weight).
     np.testing.assert_allclose(counts * v / (counts[0] * v[0]), [1, 4, 16])
     with pytest.raises(ValueError, match="shape"):
-        est.completion_weights(np.array([1, 2]), stats)
+        est.residual_weights(np.array([1, 2]), stats)
 
 
 @pytest.mark.timeout(10)
@@ -285,7 +288,7 @@ def test_end_to_end_with_the_store_moves_budget_to_hard_prompts():
     est = ReinforceAdaEstAllocator()
     ids = np.array([100, 200, 300, 400])
     for _ in range(20):
-        counts = est.allocate(store.success_rates(ids), 64, stats=store.batch(ids))
+        counts = est.allocate(store.batch(ids), 64).counts
         comp = np.repeat(ids, counts)
         store.update(comp, (rng.random(len(comp)) < np.repeat(true_p, counts)).astype(float))
     assert counts.sum() == 64 and counts[0] > counts[-1]

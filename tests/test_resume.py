@@ -33,7 +33,9 @@ def _check_matrix(report: dict, mode: str, rank: int = 0) -> None:
         if mode == "knapsack":
             # Epochs 2 and 3 allocate from measured rates; without a skewed allocation this test checks nothing.
             assert any(len(set(counts)) > 1 for _, _, counts in history[2:]), history
-        if mode in ("dynamic", "cero"):
+        if mode == "pilot_commit":
+            assert any(0 in counts for _, _, counts in history), history  # an evicted prompt gets nothing
+        if mode in ("dynamic", "cero", "cero_dynamic"):
             assert any(len(ids) > 2 for _, ids, _ in history), history  # some step drew further prompts
         if mode == "pilot":
             # Round two skews the counts, and the posterior has forgotten (fractional evidence) before the end.
@@ -50,7 +52,7 @@ def _check_matrix(report: dict, mode: str, rank: int = 0) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("mode", ["knapsack", "dynamic", "seq", "cero", "pilot"])
+@pytest.mark.parametrize("mode", ["knapsack", "dynamic", "seq", "cero", "pilot", "cero_dynamic", "pilot_commit"])
 def test_resume_matrix_one_process(tiny_model_dir, tmp_path, mode):
     import sys
 
@@ -63,7 +65,7 @@ def test_resume_matrix_one_process(tiny_model_dir, tmp_path, mode):
 
 @pytest.mark.slow
 @pytest.mark.multiprocess
-@pytest.mark.parametrize("mode", ["knapsack", "dynamic", "seq", "pilot"])
+@pytest.mark.parametrize("mode", ["knapsack", "dynamic", "seq", "pilot", "cero_dynamic"])
 def test_resume_matrix_two_processes(tiny_model_dir, tmp_path, mode):
     reports = launch_two_ranks(SCRIPTS / "resume_matrix.py", tiny_model_dir, tmp_path, mode)
     for rank, report in enumerate(reports):

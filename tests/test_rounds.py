@@ -11,11 +11,12 @@ from collections import defaultdict
 
 import numpy as np
 import pytest
+import torch
 from datasets import Dataset
-from trainer_helpers import tiny_config_kwargs
+from trainer_helpers import WeightedUniform, tiny_config_kwargs
 
 from trl_adaptive import AdaptiveGRPOConfig, AdaptiveGRPOTrainer
-from trl_adaptive.allocation import get_allocator
+from trl_adaptive.sampling import as_procedure, registered_strategies
 from trl_adaptive.serving import StandInVLLMServer, patch_trl_for_stand_in_server
 
 PROMPTS = ["never solved", "always solved", "solved at its 6th try", "mixed from the start"]
@@ -24,6 +25,7 @@ SCRIPTS = {
     "always solved": [1.0] * 100,
     "solved at its 6th try": [0.0] * 5 + [1.0] * 95,
     "mixed from the start": [1.0, 0.0] * 50,
+    "shaped, always correct": [0.6, 0.9] * 50,
 }
 
 
@@ -179,8 +181,97 @@ def test_dynamic_sampling_on_all_wrong_data_finishes_with_a_warning(tiny_model_d
     assert math.isfinite(trainer.state.log_history[-1]["train_loss"])
 
 
+@pytest.mark.parametrize("strategy", ["weighted", "reinforce_ada_est"])
+def test_allocator_weights_scale_the_advantages_under_dynamic_sampling(tiny_model_dir, tmp_path, strategy):
+    """Est's hybrid weights (and a user allocator's) multiply every trained completion's advantage, also when
+    dynamic sampling draws further prompts: the weights of each allocation reach its prompts."""
+    trainer = _trainer(
+        tiny_model_dir,
+        tmp_path,
+        ScriptedReward(),
+        Dataset.from_dict({"prompt": PROMPTS * 2}),
+        per_device_train_batch_size=8,
+        max_steps=2,
+        dynamic_sampling=True,
+        scale_rewards="none",
+        allocator="reinforce_ada_est" if strategy != "weighted" else "uniform",
+    )
+    if strategy == "weighted":
+        trainer.procedure.inner.allocator = WeightedUniform(max_rollouts=8)
+    seen = []
+    finish = trainer._finish_batch
+
+    def record(output, outcome, dispatched):
+        output = finish(output, outcome, dispatched)
+        seen.append((outcome, dispatched, output["advantages"].clone(), trainer._rewards_per_func[:, 0].clone()))
+        return output
+
+    trainer._finish_batch = record
+    trainer.train()
+    drawn = 0
+    for outcome, dispatched, advantages, rewards in seen:
+        record_ = outcome.record
+        groups = record_.group_ids[dispatched]
+        assert record_.weights is not None  # Est's hybrid always sets weights (equal while nothing is known)
+        assert strategy != "weighted" or np.ptp(record_.weights[groups]) > 0
+        means = {g: rewards[torch.as_tensor(groups == g)].mean() for g in np.unique(groups)}
+        expected = [(float(r) - float(means[g])) * record_.weights[g] for r, g in zip(rewards, groups, strict=True)]
+        np.testing.assert_allclose(advantages.numpy(), expected, atol=1e-5)
+        drawn += len(record_.prompt_ids) - 2
+    assert drawn > 0  # the weights of prompts drawn in later rounds were applied too
+
+
+def test_cero_state_moves_once_per_step_under_dynamic_sampling(tiny_model_dir, tmp_path):
+    """Rounds are not steps: 3 steps with extra rounds give 3 dual updates (the old loop gave one per round)."""
+    trainer = _trainer(
+        tiny_model_dir,
+        tmp_path,
+        ScriptedReward(),
+        Dataset.from_dict({"prompt": PROMPTS * 2}),
+        per_device_train_batch_size=8,
+        max_steps=3,
+        dynamic_sampling=True,
+        allocator="cero",
+        max_rollouts=4,
+        allocator_kwargs={"pacing": False},
+    )
+    trainer.train()
+    assert any(log.get("rounds/per_step", 1) > 1 for log in trainer.state.log_history)
+    assert trainer.allocator.steps == 3
+    from trl_adaptive.trainer.allocation_log import ALLOCATION_LOG_FILE, read_allocation_log
+
+    batches = {i for r in read_allocation_log(str(tmp_path / ALLOCATION_LOG_FILE)) for i in r["prompt_ids"][:2]}
+    ids = np.asarray(trainer.train_dataset["prompt_id"])
+    sampled = set(ids[trainer.prompt_statistics.batch(ids).attempts > 0].tolist())
+    assert batches <= set(trainer.allocator.theta) <= batches | sampled  # a drawn prompt given nothing keeps its dual
+
+
+def test_shaped_rewards_fill_adds_no_gradient(tiny_model_dir, tmp_path):
+    """Rewards 0.6 / 0.9 with success_threshold 0.5: every group is 'all correct' by the success rule yet has reward
+    variance, so the fill would carry advantage; its weight 0 removes it."""
+    dataset = Dataset.from_dict({"prompt": ["shaped, always correct"] * 8, "prompt_id": list(range(8))})
+    outputs = []
+    with pytest.warns(UserWarning, match="advantage weight 0"):
+        trainer = _trainer(
+            tiny_model_dir,
+            tmp_path,
+            ScriptedReward(),
+            dataset,
+            per_device_train_batch_size=8,
+            max_steps=1,
+            dynamic_sampling=True,
+            dynamic_sampling_max_rounds=1,
+            success_threshold=0.5,
+        )
+        generate = trainer._generate_and_score_completions
+        trainer._generate_and_score_completions = lambda inputs: outputs.append(generate(inputs)) or outputs[-1]
+        trainer.train()
+    assert trainer._rewards_per_func.std() > 0
+    assert torch.count_nonzero(outputs[0]["advantages"]) == 0
+
+
 def test_dynamic_sampling_rejects_a_sequential_allocator(tiny_model_dir, tmp_path):
-    with pytest.raises(ValueError, match="already samples"):
+    with pytest.raises(ValueError, match="already samples until each prompt shows signal"):
         _trainer(tiny_model_dir, tmp_path, ScriptedReward(), allocator="reinforce_ada_seq_pos", dynamic_sampling=True)
 
 
@@ -204,10 +295,10 @@ def test_server_mode_sends_one_request_per_round(tiny_model_dir, tmp_path):
     assert [(r.summary["num_prompts"], r.summary["n"]) for r in generations] == [(16, 1), (8, 1), (4, 1)]
 
 
-def test_round_allocators_are_registered():
-    for name in ("reinforce_ada_seq_pos", "reinforce_ada_seq_balance"):
-        allocator = get_allocator(name)
-        assert allocator.allocate(np.full(4, np.nan), 16).tolist() == [4, 4, 4, 4]
+def test_round_procedures_are_config_names():
+    for name in ("reinforce_ada_seq_pos", "reinforce_ada_seq_balance", "pilot_commit"):
+        assert name in registered_strategies()
+        assert type(as_procedure(name)).name == name
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -246,6 +337,36 @@ def test_cero_price_step_changes_the_allocation_only_with_pacing(tiny_model_dir,
     assert fixed_slow == fixed_fast  # the fixed-prompt mapping: mu changes nothing
 
 
+def test_cero_pacing_trains_drawn_prompts_on_their_own_rows(tiny_model_dir, tmp_path):
+    """Prompts 0-3 are priced out (theta below mu): a batch holding them draws other prompts, which are sampled and
+    trained. Every completion must be generated and scored on its own prompt's row."""
+    from trainer_helpers import make_dataset
+
+    from trl_adaptive.allocation import CeroAllocator
+
+    dataset = make_dataset(8)
+    text_of = dict(enumerate(dataset["prompt"]))  # the trainer numbers the rows
+    pairs = []
+
+    def reward(prompts, completions, prompt_id, **kwargs):
+        pairs.extend(zip(prompt_id, prompts, strict=True))
+        return [float(len(str(c)) % 2) for c in completions]
+
+    cero = CeroAllocator(min_rollouts=2, max_rollouts=4)  # B = 8: two prompts of 4
+    cero.theta, cero.mu = {i: 1e-9 for i in range(4)}, 1e-6
+    args = AdaptiveGRPOConfig(**tiny_config_kwargs(str(tmp_path), per_device_train_batch_size=8, max_steps=4))
+    trainer = AdaptiveGRPOTrainer(
+        model=str(tiny_model_dir), reward_funcs=reward, args=args, train_dataset=dataset, allocator=cero
+    )
+    trainer.train()
+    from trl_adaptive.trainer.allocation_log import ALLOCATION_LOG_FILE, read_allocation_log
+
+    records = read_allocation_log(str(tmp_path / ALLOCATION_LOG_FILE))
+    drawn_sampled = [(r["prompt_ids"][2:], r["counts"][2:]) for r in records if any(r["counts"][2:])]
+    assert drawn_sampled, records  # some step trained prompts drawn beyond its batch
+    assert pairs and all(text_of[i] == text for i, text in pairs)
+
+
 def test_cero_paced_allocation_prefers_wanted_prompts():
     from trl_adaptive.allocation import CeroAllocator, PromptBatchStats
 
@@ -253,9 +374,11 @@ def test_cero_paced_allocation_prefers_wanted_prompts():
     stats = PromptBatchStats.from_success_rates([0.0, 1.0, 0.5, 0.5])  # q = 0 for the first two: c tiny
     cero.mu = 0.04  # c = 0.25 q: 0.020 for Beta(1, 9) and Beta(9, 1), 0.057 for Beta(5, 5)
     assert cero.wanted(stats).tolist() == [False, False, True, True]
-    counts = cero.allocate_paced(stats, 16, num_sampled=2)  # the sampler's two prompts are priced out
-    assert counts.tolist() == [0, 0, 8, 8]
-    assert cero.mu < 0.04  # the sampler's prompts asked for nothing: the price falls
+    allocation = cero.allocate_paced(stats, 16, num_sampled=2)  # the sampler's two prompts are priced out
+    assert allocation.counts.tolist() == [0, 0, 8, 8]
+    assert cero.mu == 0.04  # allocating changes no state ...
+    cero.end_step([allocation])
+    assert cero.mu < 0.04  # ... the step's update does: the sampler's prompts asked for nothing, the price falls
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -273,7 +396,7 @@ def test_pilot_round_then_knapsack_on_the_posterior(tiny_model_dir, tmp_path):
     assert attempts.sum() == 16  # every completion of both rounds is trained on and counted once
     # Round two is the knapsack on the posterior that absorbed the pilot (scripts: 0/2, 2/2, 0/2, 1/2 correct).
     pilot = absorb(before, np.array([0, 2, 0, 1]), np.array([2, 2, 2, 2]))
-    extra = BayesKnapsackAllocator(max_rollouts=8).allocate_remaining(pilot, 8, np.array([2, 2, 2, 2]))
+    extra = BayesKnapsackAllocator(max_rollouts=8).allocate_remaining(pilot, 8, np.array([2, 2, 2, 2])).counts
     assert attempts.tolist() == (2 + extra).astype(float).tolist()
     log = _last_train_log(trainer)
     assert log["rounds/per_step"] == 2 and log["rounds/trained"] == 16 and log["pilot/completions"] == 8
@@ -284,7 +407,7 @@ def test_pilot_round_then_knapsack_on_the_posterior(tiny_model_dir, tmp_path):
     [
         ({"allocator": "bayes_knapsack", "pilot_rollouts": 4}, r"pilot_rollouts=4 x 4 prompts = 16 .* nothing"),
         ({"allocator": "knapsack", "pilot_rollouts": 2}, r"needs allocator='bayes_knapsack'"),
-        ({"allocator": "bayes_knapsack", "pilot_rollouts": 2, "dynamic_sampling": True}, "cannot be combined"),
+        ({"allocator": "reinforce_ada_seq_pos", "pilot_rollouts": 2}, r"needs allocator='bayes_knapsack'"),
     ],
 )
 def test_bad_pilot_fails_at_construction(tiny_model_dir, tmp_path, config, message):

@@ -1,8 +1,10 @@
-"""Tests of the round-based allocators (``trl_adaptive/allocation/sequential.py``): Reinforce-Ada Seq, DAPO filter.
+"""Tests of Reinforce-Ada Seq's procedures (``trl_adaptive/sampling/sequential.py``) and the shared success rule and
+DAPO filter (``trl_adaptive/sampling/rules.py``).
 
-Exit rules on scripted success sequences, the per-prompt maximum and the batch's inference cap (hypothesis), the
-selection (exactly n per prompt, balanced where possible, uniform within each kind, seeded), the registry and the
-plan-ahead contract, the validation messages, and the module's doctests.
+Exit rules on scripted success sequences driven through :func:`trl_adaptive.sampling.drive`, the per-prompt maximum
+and the batch's inference cap (hypothesis), the selection (exactly n per prompt, balanced where possible, uniform
+within each kind, seeded), the strategy registry and the procedure contract, the validation messages, and the
+module's doctests.
 """
 
 from __future__ import annotations
@@ -15,39 +17,70 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import trl_adaptive.allocation.sequential as sequential
-from trl_adaptive.allocation import (
-    ReinforceAdaSeqBalanceAllocator,
-    ReinforceAdaSeqPosAllocator,
-    SequentialAllocator,
+import trl_adaptive.sampling.sequential as sequential
+from trl_adaptive.allocation import Allocator, registered_allocators
+from trl_adaptive.sampling import (
+    ROUND_PROCEDURES,
+    BatchContext,
+    DynamicSampling,
+    Outcome,
+    Procedure,
+    ReinforceAdaSeqBalance,
+    ReinforceAdaSeqPos,
+    Round,
+    Sequential,
+    as_procedure,
+    drive,
     dynamic_sampling_keep,
-    get_allocator,
     is_success,
-    registered_allocators,
+    registered_strategies,
 )
-from trl_adaptive.sim import sample_in_rounds
+from trl_adaptive.stats import PromptStatistics
 
 SEQ_NAMES = ("reinforce_ada_seq_pos", "reinforce_ada_seq_balance")
 
 
 def scripted(scripts: list[str]):
-    """A ``draw`` for :func:`sample_in_rounds` reading each prompt's fixed script: '1' correct, '0' wrong."""
+    """A ``generate`` for :func:`drive` reading each prompt's fixed script (prompt id i reads ``scripts[i]``, in the
+    order of its completions): reward 1.0 for '1' (a success at threshold 1.0), 0.0 for '0'."""
     cursor = [0] * len(scripts)
 
-    def draw(counts: np.ndarray) -> np.ndarray:
+    def generate(request: Round, jobs: np.ndarray) -> np.ndarray:
         out = []
-        for i, c in enumerate(counts.tolist()):
+        for i, c in zip(request.prompt_ids.tolist(), request.counts.tolist(), strict=True):
             chunk = scripts[i][cursor[i] : cursor[i] + c]
             assert len(chunk) == c, f"prompt {i} asked for more completions than its script holds"
-            out += [ch == "1" for ch in chunk]
+            out += [1.0 if ch == "1" else 0.0 for ch in chunk]
             cursor[i] += c
-        return np.array(out, dtype=bool)
+        return np.array(out, dtype=np.float64)
 
-    return draw
+    return generate
 
 
-def attempts_of(outcome, num_prompts: int) -> list[int]:
-    return np.bincount(outcome.group_ids, minlength=num_prompts).tolist()
+def no_draws(exclude: np.ndarray, number: int) -> np.ndarray:
+    raise AssertionError("Reinforce-Ada Seq samples only the batch's own prompts")
+
+
+def run(procedure: Sequential, generate, num_prompts: int, group_size: int, rng: np.random.Generator) -> Outcome:
+    """One batch of prompts 0..M-1 (never seen), budget n M, success at reward >= 1.0."""
+    ids = np.arange(num_prompts, dtype=np.int64)
+    ctx = BatchContext(ids, group_size * num_prompts, group_size, 1.0, PromptStatistics().batch, no_draws, rng)
+    return drive(procedure, ctx, generate)
+
+
+def attempts_of(outcome: Outcome, num_prompts: int) -> list[int]:
+    return np.bincount(outcome.record.group_ids, minlength=num_prompts).tolist()
+
+
+def round_counts_of(outcome: Outcome, num_prompts: int) -> list[np.ndarray]:
+    """The counts per prompt of every round, from the record's completions split by ``round_sizes``."""
+    ends = np.cumsum(outcome.record.round_sizes)[:-1]
+    return [np.bincount(g, minlength=num_prompts) for g in np.split(outcome.record.group_ids, ends)]
+
+
+def done_of(procedure: Sequential, outcome: Outcome, group_size: int) -> np.ndarray:
+    record = outcome.record
+    return procedure.is_done(record.successes(), record.attempts(), group_size)
 
 
 # ---- the success rule and DAPO's filter -----------------------------------------------------------------------------
@@ -75,19 +108,24 @@ def test_dynamic_sampling_keep_uses_the_success_rule_not_the_std():
 # ---- construction, registry, contract -------------------------------------------------------------------------------
 @pytest.mark.parametrize("name", SEQ_NAMES)
 def test_registry_names_construct(name):
-    assert name in registered_allocators()
-    allocator = get_allocator(name, round_size=4, max_rollouts=16, inference_cap=2.5)
-    assert isinstance(allocator, SequentialAllocator) and allocator.name == name and not allocator.allows_zero
-    assert (allocator.round_size, allocator.max_rollouts, allocator.inference_cap) == (4, 16, 2.5)
-    default = get_allocator(name)
+    assert name in registered_strategies() and name not in registered_allocators()
+    procedure = as_procedure(name, round_size=4, max_rollouts=16, inference_cap=2.5)
+    assert isinstance(procedure, Sequential) and procedure.name == name and type(procedure) is ROUND_PROCEDURES[name]
+    assert (procedure.round_size, procedure.max_rollouts, procedure.inference_cap) == (4, 16, 2.5)
+    default = as_procedure(name)
     assert (default.round_size, default.max_rollouts, default.inference_cap) == (8, 32, 4.0)
-    assert get_allocator("reinforce_ada_seq_pos", min_successes=3).min_successes == 3
+    assert as_procedure("reinforce_ada_seq_pos", min_successes=3).min_successes == 3
 
 
 @pytest.mark.parametrize("name", SEQ_NAMES)
-def test_allocate_is_the_uniform_contract(name):
-    counts = get_allocator(name).allocate([0.0, float("nan"), 0.5, 1.0, 0.2], budget=43)
-    assert counts.dtype == np.int64 and counts.sum() == 43 and counts.tolist() == [9, 9, 9, 8, 8]
+def test_seq_is_a_procedure_that_selects_not_an_allocator(name):
+    # Seq plans nothing ahead: it is a round procedure that trains a selection, baselined on all it generated.
+    procedure = as_procedure(name)
+    assert isinstance(procedure, Procedure) and not isinstance(procedure, Allocator)
+    assert not hasattr(procedure, "allocate") and procedure.allocator is None
+    assert not procedure.trains_all_generated and procedure.baseline_from_all
+    with pytest.raises(ValueError, match="dynamic_sampling"):
+        DynamicSampling(name)
 
 
 @pytest.mark.parametrize(
@@ -100,26 +138,29 @@ def test_allocate_is_the_uniform_contract(name):
         ({"inference_cap": 0.5}, "inference_cap"),
         ({"inference_cap": float("nan")}, "inference_cap"),
         ({"inference_cap": float("inf")}, "inference_cap"),
+        ({"max_rollouts": 1, "round_size": 1}, "max_rollouts"),
         ({"min_successes": 0}, "min_successes"),
-        ({"min_rollouts": 1}, "min_rollouts"),
+        ({"min_rollouts": 1}, "min_rollouts"),  # no such field: refused by name, not with a bare TypeError
     ],
 )
 def test_constructor_validation_names_the_field(kwargs, field):
     with pytest.raises(ValueError, match=field):
-        ReinforceAdaSeqPosAllocator(**kwargs)
+        as_procedure("reinforce_ada_seq_pos", **kwargs)
 
 
 @pytest.mark.parametrize("name", SEQ_NAMES)
 def test_group_size_above_max_rollouts_is_refused(name):
-    allocator = get_allocator(name, round_size=4, max_rollouts=8)
+    procedure = as_procedure(name, round_size=4, max_rollouts=8)
     with pytest.raises(ValueError, match="group_size=16 exceeds max_rollouts=8"):
-        allocator.round_counts(np.zeros(2), np.zeros(2), 16, 0, 32)
+        procedure.check(2, 32, 16)  # at config time
     with pytest.raises(ValueError, match="group_size=16 exceeds max_rollouts=8"):
-        allocator.select(np.ones(32, dtype=bool), np.repeat([0, 1], 16), 2, 16, np.random.default_rng(0))
+        procedure.round_counts(np.zeros(2), np.zeros(2), 16, 0, 32)
+    with pytest.raises(ValueError, match="group_size=16 exceeds max_rollouts=8"):
+        procedure.select(np.ones(32, dtype=bool), np.repeat([0, 1], 16), 2, 16, np.random.default_rng(0))
 
 
 def test_round_counts_validates_its_inputs():
-    seq = ReinforceAdaSeqBalanceAllocator()
+    seq = ReinforceAdaSeqBalance()
     with pytest.raises(ValueError, match="successes <= attempts"):
         seq.round_counts(np.array([3, 0]), np.array([2, 8]), 4, 10, 8)
     with pytest.raises(ValueError, match="same shape"):
@@ -132,7 +173,7 @@ def test_round_counts_validates_its_inputs():
 
 # ---- exit rules on scripted sequences -------------------------------------------------------------------------------
 def test_seq_pos_exit_rule_on_scripts():
-    pos = ReinforceAdaSeqPosAllocator(round_size=4, max_rollouts=16)
+    pos = ReinforceAdaSeqPos(round_size=4, max_rollouts=16)
     scripts = [
         "1000" + "0" * 12,  # success in round 1: done after 4
         "0000" + "0010" + "0" * 8,  # success in round 2: done after 8
@@ -140,10 +181,13 @@ def test_seq_pos_exit_rule_on_scripts():
         "1" * 16,  # solved: done after round 1
         "0000" + "0000" + "0001" + "0000",  # success at the last position of round 3: done after 12
     ]
-    out = sample_in_rounds(pos, scripted(scripts), 5, 4, np.random.default_rng(0))
+    out = run(pos, scripted(scripts), 5, 4, np.random.default_rng(0))
     assert attempts_of(out, 5) == [4, 8, 16, 4, 12]
-    assert out.done.tolist() == [True, True, False, True, True]
-    assert [c.tolist() for c in out.round_counts] == [
+    assert done_of(pos, out, 4).tolist() == [True, True, False, True, True]
+    assert out.record.metrics["rounds/prompts_unfinished"] == 1.0
+    assert out.record.metrics["rounds/prompts_finished"] == 4.0
+    assert out.record.round_sizes == [20, 12, 8, 4]
+    assert [c.tolist() for c in round_counts_of(out, 5)] == [
         [4, 4, 4, 4, 4],
         [0, 4, 4, 0, 4],
         [0, 0, 4, 0, 4],
@@ -152,15 +196,15 @@ def test_seq_pos_exit_rule_on_scripts():
 
 
 def test_seq_pos_with_k_successes():
-    pos = ReinforceAdaSeqPosAllocator(round_size=4, max_rollouts=16, min_successes=2)
+    pos = ReinforceAdaSeqPos(round_size=4, max_rollouts=16, min_successes=2)
     scripts = ["0100" + "0000" + "1000" + "0000", "1100" + "0" * 12, "1000" + "0" * 12]
-    out = sample_in_rounds(pos, scripted(scripts), 3, 4, np.random.default_rng(0))
+    out = run(pos, scripted(scripts), 3, 4, np.random.default_rng(0))
     assert attempts_of(out, 3) == [12, 4, 16]
-    assert out.done.tolist() == [True, True, False]
+    assert done_of(pos, out, 4).tolist() == [True, True, False]
 
 
 def test_seq_balance_exit_rule_on_scripts():
-    bal = ReinforceAdaSeqBalanceAllocator(round_size=4, max_rollouts=16)  # n = 4: done at >= 2 and >= 2
+    bal = ReinforceAdaSeqBalance(round_size=4, max_rollouts=16)  # n = 4: done at >= 2 and >= 2
     scripts = [
         "1010" + "1" * 12,  # 2 + 2 in round 1
         "1" * 16,  # never fails: N_max, unfinished
@@ -168,13 +212,14 @@ def test_seq_balance_exit_rule_on_scripts():
         "0000" + "0100" + "0100" + "0000",  # second success in round 3
         "1110" + "1110" + "0000",  # second failure in round 2
     ]
-    out = sample_in_rounds(bal, scripted([s.ljust(16, "0") for s in scripts]), 5, 4, np.random.default_rng(0))
+    out = run(bal, scripted([s.ljust(16, "0") for s in scripts]), 5, 4, np.random.default_rng(0))
     assert attempts_of(out, 5) == [4, 16, 16, 12, 8]
-    assert out.done.tolist() == [True, False, False, True, True]
+    assert done_of(bal, out, 4).tolist() == [True, False, False, True, True]
+    assert out.record.metrics["rounds/prompts_unfinished"] == 2.0
 
 
 def test_seq_balance_threshold_is_floor_half_at_least_one():
-    bal = ReinforceAdaSeqBalanceAllocator()
+    bal = ReinforceAdaSeqBalance()
     s, a = np.array([2, 2, 1, 1]), np.array([4, 5, 2, 3])
     assert bal.is_done(s, a, group_size=5).tolist() == [True, True, False, False]  # floor(5/2) = 2 of each
     assert bal.is_done(s, a, group_size=1).tolist() == [True, True, True, True]  # at least 1 of each
@@ -182,22 +227,22 @@ def test_seq_balance_threshold_is_floor_half_at_least_one():
 
 
 def test_first_round_is_full_even_above_the_cap_and_covers_the_group():
-    seq = ReinforceAdaSeqPosAllocator(round_size=2, max_rollouts=8, inference_cap=1.0)
+    seq = ReinforceAdaSeqPos(round_size=2, max_rollouts=8, inference_cap=1.0)
     first = seq.round_counts(np.zeros(3), np.zeros(3), 4, 0, 12)
     assert first.tolist() == [4, 4, 4]  # max(round_size, group_size)
     assert seq.round_counts(np.zeros(3), first, 4, 12, 12).tolist() == [0, 0, 0]  # cap 1.0 x 12 reached
-    wide = ReinforceAdaSeqPosAllocator(round_size=8, max_rollouts=8, inference_cap=1.0)
+    wide = ReinforceAdaSeqPos(round_size=8, max_rollouts=8, inference_cap=1.0)
     assert wide.round_counts(np.zeros(2), np.zeros(2), 4, 0, 8).tolist() == [8, 8]  # 16 > cap 8: still full
 
 
 def test_round_counts_respects_max_rollouts():
-    seq = ReinforceAdaSeqPosAllocator(round_size=8, max_rollouts=20)
+    seq = ReinforceAdaSeqPos(round_size=8, max_rollouts=20)
     counts = seq.round_counts(np.zeros(3), np.array([16, 19, 20]), 8, 55, 24)
     assert counts.tolist() == [4, 1, 0]
 
 
 def test_trim_order_unmixed_then_fewer_successes_then_fewer_attempts_then_index():
-    bal = ReinforceAdaSeqBalanceAllocator(round_size=4, max_rollouts=32, inference_cap=2.0)
+    bal = ReinforceAdaSeqBalance(round_size=4, max_rollouts=32, inference_cap=2.0)
     # n = 8: done at 4 + 4. Prompt 0 mixed (1 of 8), 1 all-correct, 2 all-wrong (16 tries), 3 all-wrong (8 tries).
     s, a = np.array([1, 8, 0, 0]), np.array([8, 8, 16, 8])
     generated, budget = 40, 32  # room 64 - 40 = 24 would hold every round; 10 does not
@@ -208,12 +253,16 @@ def test_trim_order_unmixed_then_fewer_successes_then_fewer_attempts_then_index(
 
 def test_rounds_stop_when_nothing_can_be_scored():
     # NaN rewards leave attempts at 0: the loop must still end, by the cap.
-    seq = ReinforceAdaSeqBalanceAllocator(round_size=4, max_rollouts=64, inference_cap=3.0)
+    seq = ReinforceAdaSeqBalance(round_size=4, max_rollouts=64, inference_cap=3.0)
     generated, rounds = 0, 0
     while (counts := seq.round_counts(np.zeros(2), np.zeros(2), 4, generated, 8)).sum() > 0:
         generated += int(counts.sum())
         rounds += 1
     assert generated == 24 and rounds == 3
+    # The same through the driver: unscored (NaN) completions, three rounds up to the cap 3 x 8, n selected each.
+    out = run(seq, lambda request, jobs: np.full(len(jobs), np.nan), 2, 4, np.random.default_rng(0))
+    assert out.record.round_sizes == [8, 8, 8] and out.trained_counts.tolist() == [4, 4]
+    assert out.record.metrics["rounds/prompts_unfinished"] == 2.0
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -226,34 +275,40 @@ def test_rounds_stop_when_nothing_can_be_scored():
     data=st.data(),
 )
 def test_caps_are_never_exceeded(name, round_size, extra, cap, num_prompts, data):
-    max_rollouts = max(2, round_size + extra)  # the base class asks max_rollouts >= min_rollouts = 2
+    max_rollouts = max(2, round_size + extra)  # Seq asks max_rollouts >= 2
     group_size = data.draw(st.integers(1, max_rollouts), label="group_size")
     rates = st.lists(st.sampled_from([0.0, 0.05, 0.3, 0.5, 0.9, 1.0]), min_size=num_prompts, max_size=num_prompts)
     p = np.array(data.draw(rates, label="p"))
     seed = data.draw(st.integers(0, 2**16), label="seed")
-    allocator = get_allocator(name, round_size=round_size, max_rollouts=max_rollouts, inference_cap=cap)
+    procedure = as_procedure(name, round_size=round_size, max_rollouts=max_rollouts, inference_cap=cap)
     reward_rng = np.random.default_rng(seed)
-    out = sample_in_rounds(
-        allocator,
-        lambda c: reward_rng.random(int(c.sum())) < np.repeat(p, c),
-        num_prompts,
-        group_size,
-        np.random.default_rng(seed + 1),
-    )
+
+    def generate(request: Round, jobs: np.ndarray) -> np.ndarray:
+        p_jobs = np.repeat(p[request.prompt_ids], request.counts)
+        return (reward_rng.random(len(p_jobs)) < p_jobs).astype(np.float64)
+
+    out = run(procedure, generate, num_prompts, group_size, np.random.default_rng(seed + 1))
+    record = out.record
     budget = group_size * num_prompts
     first = max(round_size, group_size) * num_prompts
-    attempts = np.bincount(out.group_ids, minlength=num_prompts)
+    attempts = np.bincount(record.group_ids, minlength=num_prompts)
     assert np.all(attempts <= max_rollouts) and np.all(attempts >= max(round_size, group_size))
-    assert len(out.group_ids) <= max(first, math.floor(cap * budget + 1e-9))
-    for later in out.round_counts[1:]:
+    assert len(record.group_ids) <= max(first, math.floor(cap * budget + 1e-9))
+    for later in round_counts_of(out, num_prompts)[1:]:
         assert np.all(later <= round_size)
     # Prompts that stopped early met their exit rule; the others hit N_max or the cap.
-    assert np.all(out.done | (attempts == max_rollouts) | (len(out.group_ids) + 1 > cap * budget))
-    # Selection: exactly n per prompt, distinct, sorted by prompt then index.
-    picked = out.group_ids[out.selected]
-    assert np.bincount(picked, minlength=num_prompts).tolist() == [group_size] * num_prompts
-    assert len(np.unique(out.selected)) == len(out.selected)
-    assert np.all(np.diff(picked) >= 0) and np.all(np.diff(out.selected)[np.diff(picked) == 0] > 0)
+    done = done_of(procedure, out, group_size)
+    assert np.all(done | (attempts == max_rollouts) | (len(record.group_ids) + 1 > cap * budget))
+    assert record.metrics["rounds/prompts_unfinished"] == float((~done).sum())
+    # Selection: exactly n per prompt, distinct; the outcome is Seq's select over all the batch's completions.
+    assert out.trained_counts.tolist() == [group_size] * num_prompts
+    assert len(out.selected) == budget and np.all(np.diff(out.selected) > 0)
+    success = is_success(record.rewards, 1.0)
+    again = procedure.select(success, record.group_ids, num_prompts, group_size, np.random.default_rng(seed + 1))
+    np.testing.assert_array_equal(np.sort(again), out.selected)
+    # select itself returns them sorted by prompt, then index.
+    picked = record.group_ids[again]
+    assert np.all(np.diff(picked) >= 0) and np.all(np.diff(again)[np.diff(picked) == 0] > 0)
 
 
 @settings(max_examples=200, deadline=None)
@@ -270,7 +325,7 @@ def test_round_counts_direct_bounds(successes, data):
     cap = data.draw(st.floats(1.0, 4.0))
     generated = int(a.sum()) if a.sum() > 0 else 1
     budget = group_size * len(s)
-    seq = ReinforceAdaSeqBalanceAllocator(round_size=round_size, max_rollouts=max_rollouts, inference_cap=cap)
+    seq = ReinforceAdaSeqBalance(round_size=round_size, max_rollouts=max_rollouts, inference_cap=cap)
     counts = seq.round_counts(s, a, group_size, generated, budget)
     assert counts.dtype == np.int64 and np.all(counts >= 0)
     assert np.all(counts <= round_size) and np.all(a + counts <= np.maximum(a, max_rollouts))
@@ -298,7 +353,7 @@ def _pool(kinds: list[tuple[int, int]], rng_seed: int = 0) -> tuple[np.ndarray, 
 def test_select_exactly_n_and_balanced_when_possible(group_size, kinds, seed):
     kinds = [(c, f + max(0, group_size - c - f)) for c, f in kinds]  # every prompt has >= n completions
     success, groups = _pool(kinds, seed)
-    seq = ReinforceAdaSeqBalanceAllocator(max_rollouts=64)
+    seq = ReinforceAdaSeqBalance(max_rollouts=64)
     picked = seq.select(success, groups, len(kinds), group_size, np.random.default_rng(seed))
     for g, (c, f) in enumerate(kinds):
         mine = picked[groups[picked] == g]
@@ -313,7 +368,7 @@ def test_select_exactly_n_and_balanced_when_possible(group_size, kinds, seed):
 
 def test_select_is_seeded_and_not_first_come():
     success, groups = _pool([(10, 10), (3, 17), (17, 3)])
-    seq = ReinforceAdaSeqPosAllocator()
+    seq = ReinforceAdaSeqPos()
     a = seq.select(success, groups, 3, 4, np.random.default_rng(7))
     b = seq.select(success, groups, 3, 4, np.random.default_rng(7))
     c = seq.select(success, groups, 3, 4, np.random.default_rng(8))
@@ -330,7 +385,7 @@ def test_select_is_seeded_and_not_first_come():
 
 
 def test_select_refuses_short_prompts_and_float_success():
-    seq = ReinforceAdaSeqBalanceAllocator()
+    seq = ReinforceAdaSeqBalance()
     with pytest.raises(ValueError, match=r"prompts \[1\] have \[2\] completions, fewer than group_size=4"):
         seq.select(np.ones(6, dtype=bool), np.array([0, 0, 0, 0, 1, 1]), 2, 4, np.random.default_rng(0))
     with pytest.raises(ValueError, match="is_success"):
@@ -341,7 +396,7 @@ def test_select_refuses_short_prompts_and_float_success():
 
 def test_select_balanced_subset_of_a_seq_balance_batch():
     # A hard prompt (1 success in 32) keeps its one success; a mid one gets 2 + 2.
-    bal = ReinforceAdaSeqBalanceAllocator()
+    bal = ReinforceAdaSeqBalance()
     success, groups = _pool([(1, 31), (9, 7)])
     picked = bal.select(success, groups, 2, 4, np.random.default_rng(0))
     assert [int(success[picked][groups[picked] == g].sum()) for g in (0, 1)] == [1, 2]
@@ -354,12 +409,18 @@ def test_doctests():
 
 
 def test_exports():
+    import trl_adaptive.sampling as sampling
+    import trl_adaptive.sampling.rules as rules
+
+    assert {"Sequential", "ReinforceAdaSeqPos", "ReinforceAdaSeqBalance"} <= set(sequential.__all__)
+    assert {"is_success", "dynamic_sampling_keep"} <= set(rules.__all__)
     assert {
-        "SequentialAllocator",
-        "ReinforceAdaSeqPosAllocator",
-        "ReinforceAdaSeqBalanceAllocator",
+        "Sequential",
+        "ReinforceAdaSeqPos",
+        "ReinforceAdaSeqBalance",
         "is_success",
         "dynamic_sampling_keep",
-    } <= set(sequential.__all__)
-    assert ReinforceAdaSeqPosAllocator.name == "reinforce_ada_seq_pos"
-    assert ReinforceAdaSeqBalanceAllocator.name == "reinforce_ada_seq_balance"
+    } <= set(sampling.__all__)
+    assert ReinforceAdaSeqPos.name == "reinforce_ada_seq_pos"
+    assert ReinforceAdaSeqBalance.name == "reinforce_ada_seq_balance"
+    assert {ROUND_PROCEDURES[name] for name in SEQ_NAMES} == {ReinforceAdaSeqPos, ReinforceAdaSeqBalance}

@@ -9,8 +9,16 @@ import numpy as np
 import pytest
 
 import trl_adaptive.sim as sim_module
-from trl_adaptive.allocation import get_allocator, registered_allocators
+from trl_adaptive.allocation import registered_allocators
 from trl_adaptive.allocation.base import Allocator, PromptBatchStats, largest_remainder
+from trl_adaptive.sampling import (
+    CeroPacing,
+    PlanAhead,
+    ReinforceAdaSeqBalance,
+    ReinforceAdaSeqPos,
+    as_procedure,
+    registered_strategies,
+)
 from trl_adaptive.sim import (
     RULE_KINDS,
     DifficultyMix,
@@ -22,6 +30,7 @@ from trl_adaptive.sim import (
     group_metrics,
     seq_advantage_weights,
     simulate,
+    simulated_procedure,
     value_share,
 )
 
@@ -121,7 +130,7 @@ def test_same_seed_gives_every_allocator_the_same_population():
     np.testing.assert_array_equal(a.p_initial, b.p_initial)
 
 
-@pytest.mark.parametrize("name", registered_allocators())
+@pytest.mark.parametrize("name", registered_strategies())
 def test_every_allocator_spends_exactly_the_budget(name):
     result = simulate(name, seed=1, **SMALL)
     budget = SMALL["batch_prompts"] * SMALL["num_generations"]
@@ -140,10 +149,33 @@ class _HalfSkipping(Allocator):
     name = ""
     allows_zero = True
 
-    def _allocate(self, success_rates: np.ndarray, budget: int, stats: PromptBatchStats) -> np.ndarray:
-        counts = np.zeros(len(success_rates), dtype=np.int64)
+    def _allocate(self, stats: PromptBatchStats, budget: int) -> np.ndarray:
+        counts = np.zeros(len(stats), dtype=np.int64)
         counts[::2] = largest_remainder(np.full(len(counts[::2]), budget / len(counts[::2])), budget)
         return counts
+
+
+def test_simulated_procedure_resolves_every_spec_to_a_private_procedure():
+    assert type(simulated_procedure("reinforce_ada_seq_pos")) is ReinforceAdaSeqPos
+    assert type(simulated_procedure("reinforce_ada_seq_balance")) is ReinforceAdaSeqBalance
+    for name in registered_allocators():  # a plain allocator name is planned ahead, CERO included (fixed mapping)
+        procedure = simulated_procedure(name)
+        assert type(procedure) is PlanAhead and procedure.allocator.name == name
+    skipper = _HalfSkipping()
+    planned = simulated_procedure(skipper)
+    assert type(planned) is PlanAhead and planned.allocator is not skipper  # a copy: the caller's state is untouched
+    wrapped = DynamicSampling("uniform")
+    assert simulated_procedure(wrapped) is not wrapped and type(simulated_procedure(wrapped)) is DynamicSampling
+    with pytest.raises(TypeError, match="Procedure"):
+        simulated_procedure(3)
+
+
+def test_simulate_runs_any_procedure():
+    # CERO with pacing (the trainer's default) may draw prompts beyond the batch; it still trains exactly B.
+    result = simulate(as_procedure("cero"), seed=0, **SMALL)
+    assert isinstance(as_procedure("cero"), CeroPacing)
+    np.testing.assert_array_equal(result.budget_used, SMALL["batch_prompts"] * SMALL["num_generations"])
+    np.testing.assert_array_equal(result.rounds, 1)
 
 
 def test_simulate_handles_prompts_given_zero_completions():
@@ -187,7 +219,7 @@ SEQ = ("reinforce_ada_seq_pos", "reinforce_ada_seq_balance")
 def test_seq_trains_the_budget_and_generates_within_the_cap(name):
     result = simulate(name, seed=2, **SMALL)
     budget = SMALL["batch_prompts"] * SMALL["num_generations"]
-    cap = get_allocator(name).inference_cap
+    cap = as_procedure(name).inference_cap
     np.testing.assert_array_equal(result.budget_used, budget)
     assert np.all(result.generated >= budget) and np.all(result.generated <= cap * budget)
     assert np.all(result.max_count <= 32) and np.all(result.rounds >= 2)
@@ -204,7 +236,7 @@ def test_seq_trains_the_budget_and_generates_within_the_cap(name):
 
 def test_seq_with_one_round_is_uniform():
     # inference_cap = 1 with round_size = n: one round of n, all selected, the same draws as uniform.
-    seq = get_allocator("reinforce_ada_seq_balance", inference_cap=1.0)
+    seq = as_procedure("reinforce_ada_seq_balance", inference_cap=1.0)
     a, b = simulate("uniform", seed=5, **SMALL), simulate(seq, seed=5, **SMALL)
     np.testing.assert_array_equal(b.generated, a.budget_used)
     np.testing.assert_array_equal(a.effective_gradient_ratio, b.effective_gradient_ratio)
@@ -255,7 +287,7 @@ def test_dynamic_sampling_trains_the_budget_and_keeps_mixed_groups(name):
 
 def test_dynamic_sampling_refuses_a_round_based_allocator():
     with pytest.raises(ValueError, match="plan-ahead"):
-        simulate(DynamicSampling("reinforce_ada_seq_pos"), seed=0, **SMALL)
+        DynamicSampling("reinforce_ada_seq_pos")  # refused at construction, before any simulation
     with pytest.raises(ValueError, match="max_rounds"):
         DynamicSampling("uniform", max_rounds=-1)
 
@@ -330,12 +362,12 @@ def test_pilot_spends_the_budget_in_two_rounds(k):
 
 
 def test_pilot_rejects_what_cannot_work():
-    with pytest.raises(ValueError, match="pilot_rollouts=8 x 64 prompts leaves nothing"):
-        simulate(Pilot("bayes_knapsack", 8), seed=0, **SMALL)
+    with pytest.raises(ValueError, match="pilot_rollouts=8 x 64 prompts .*leaves nothing"):
+        simulate(Pilot("bayes_knapsack", 8), seed=0, **SMALL)  # the procedure's check, before any step
     with pytest.raises(ValueError, match="pilot_rollouts=0"):
         Pilot("bayes_knapsack", 0)
-    with pytest.raises(TypeError, match="allocate_remaining"):
-        simulate(Pilot("uniform", 2), seed=0, **SMALL)
+    with pytest.raises(ValueError, match="allocate_remaining"):
+        Pilot("uniform", 2)  # refused at construction
 
 
 def test_pilot_commit_evicts_solved_prompts_and_spends_the_budget():

@@ -42,17 +42,16 @@ class Recorder:
         self.completions: list[Any] = []
         self.eval_batches = 0
 
-        allocate, calculate, generate, compute_loss = (
-            trainer._allocate,
+        finish, calculate, generate, compute_loss = (
+            trainer._finish_batch,
             trainer._calculate_rewards,
             trainer._generate_and_score_completions,
             trainer.compute_loss,
         )
 
-        def record_allocate(prompt_ids, total):
-            result = allocate(prompt_ids, total)
-            self.allocations.append((prompt_ids.tolist(), np.asarray(result[0]).tolist()))
-            return result
+        def record_finish(output, outcome, dispatched):
+            self.allocations.append((outcome.record.prompt_ids.tolist(), outcome.trained_counts.tolist()))
+            return finish(output, outcome, dispatched)
 
         def record_calculate(inputs, prompts, completions, completion_ids_list):
             rewards = calculate(inputs, prompts, completions, completion_ids_list)
@@ -76,7 +75,7 @@ class Recorder:
             self.loss_advantages.append(inputs["advantages"].detach().clone())
             return compute_loss(model, inputs, *args, **kwargs)
 
-        trainer._allocate = record_allocate
+        trainer._finish_batch = record_finish
         trainer._calculate_rewards = record_calculate
         trainer._generate_and_score_completions = record_generate
         trainer.compute_loss = record_loss

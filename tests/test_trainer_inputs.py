@@ -106,7 +106,24 @@ def test_statistics_export_to_a_dataset_and_warm_start(tiny_model_dir, tmp_path)
     second.train()
     # The warm store's rates drive the very first allocation of the new run.
     ids, counts = allocator.history[0]
-    assert counts == get_allocator("knapsack", max_rollouts=6).allocate(rates[ids], 8).tolist()
+    assert counts == get_allocator("knapsack", max_rollouts=6).allocate(rates[ids], 8).counts.tolist()
+
+
+def test_warm_start_with_the_refreshed_column_counts_the_evidence_once(tiny_model_dir, tmp_path):
+    """A previous run's store plus its refreshed dataset (whose success_rate column repeats that store) must not
+    add the column as a prior on top: the evidence is counted once."""
+    first = _build(tiny_model_dir, tmp_path / "a", allocator="knapsack", max_rollouts=6, max_steps=4)
+    first.train()
+    refreshed = first.train_dataset  # success_rate column = the store's rates
+    warm = PromptStatistics.from_dataset(first.prompt_statistics.to_dataset())
+    second = _build(tiny_model_dir, tmp_path / "b", refreshed, None, {"statistics": warm}, max_rollouts=6, max_steps=1)
+    ids = np.arange(8)
+    before, after = first.prompt_statistics.batch(ids), second.prompt_statistics.batch(ids)
+    np.testing.assert_array_equal(after.evidence, before.evidence)  # no pseudo-observations added
+    np.testing.assert_array_equal(after.beta_a, before.beta_a)
+    np.testing.assert_array_equal(
+        second.prompt_statistics.success_rates(ids), first.prompt_statistics.success_rates(ids)
+    )
 
 
 def test_warm_start_from_other_prompts_is_refused(tiny_model_dir, tmp_path):

@@ -15,8 +15,10 @@ rate = st.sampled_from([float("nan"), 0.0, 1.0]) | st.floats(0.0, 1.0)
 def test_counts_are_the_even_split_with_the_remainder_first(rates, data):
     num_prompts = len(rates)
     budget = data.draw(st.integers(2 * num_prompts, 128 * num_prompts))
-    counts = UniformAllocator().allocate(rates, budget)
+    allocation = UniformAllocator().allocate(rates, budget)
+    counts = allocation.counts
     assert counts.dtype == np.int64 and int(counts.sum()) == budget
+    assert allocation.weights is None and allocation.budget == budget
     base, extra = divmod(budget, num_prompts)
     assert counts.tolist() == [base + 1] * extra + [base] * (num_prompts - extra)
 
@@ -25,13 +27,13 @@ def test_counts_are_the_even_split_with_the_remainder_first(rates, data):
 @given(rates=st.lists(rate, min_size=1, max_size=16), num_generations=st.integers(2, 16))
 def test_reproduces_grpo_and_ignores_rates(rates, num_generations):
     budget = len(rates) * num_generations
-    counts = UniformAllocator().allocate(rates, budget)
+    counts = UniformAllocator().allocate(rates, budget).counts
     assert counts.tolist() == [num_generations] * len(rates)
-    assert counts.tolist() == UniformAllocator().allocate([0.5] * len(rates), budget).tolist()
+    assert counts.tolist() == UniformAllocator().allocate([0.5] * len(rates), budget).counts.tolist()
 
 
 def test_docstring_example_and_registry():
-    assert UniformAllocator().allocate([0.1, float("nan"), 1.0], budget=8).tolist() == [3, 3, 2]
+    assert UniformAllocator().allocate([0.1, float("nan"), 1.0], budget=8).counts.tolist() == [3, 3, 2]
     assert isinstance(get_allocator("uniform"), UniformAllocator)
     assert UniformAllocator().state_dict() == {}
 

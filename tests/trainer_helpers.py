@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 from datasets import Dataset
 
-from trl_adaptive.allocation import Allocator
+from trl_adaptive.allocation import Allocation, Allocator, largest_remainder
 
 PROMPTS = [
     "What is 2 + 3?",
@@ -73,13 +74,13 @@ class RecordingAllocator(Allocator):
         self.allows_zero = inner.allows_zero
         self.history: list[tuple[list[int], list[int]]] = []
 
-    def allocate(self, success_rates, budget, *, stats=None):
-        counts = self.inner.allocate(success_rates, budget, stats=stats)
-        self.history.append((stats.prompt_ids.tolist(), counts.tolist()))
-        return counts
+    def allocate(self, stats, budget):
+        allocation = self.inner.allocate(stats, budget)
+        self.history.append((allocation.prompt_ids.tolist(), allocation.counts.tolist()))
+        return allocation
 
-    def completion_weights(self, counts, stats):
-        return self.inner.completion_weights(counts, stats)
+    def end_step(self, allocations):
+        self.inner.end_step(allocations)
 
     def state_dict(self):
         return self.inner.state_dict()
@@ -93,7 +94,18 @@ class SkewedAllocator(Allocator):
 
     name = "skewed-test"
 
-    def _allocate(self, success_rates, budget, stats):
-        counts = np.full(len(success_rates), self.min_rollouts, dtype=np.int64)
+    def _allocate(self, stats, budget):
+        counts = np.full(len(stats), self.min_rollouts, dtype=np.int64)
         counts[0] += budget - counts.sum()
         return counts
+
+
+@dataclass
+class WeightedUniform(Allocator):
+    """Uniform counts with advantage weights 1 + (prompt id mod 3): a user allocator that returns weights."""
+
+    name: ClassVar[str] = "weighted-uniform-test"
+
+    def _allocate(self, stats, budget):
+        counts = largest_remainder(np.full(len(stats), budget / len(stats)), budget, self.min_rollouts)
+        return Allocation(counts, weights=1.0 + stats.prompt_ids % 3)

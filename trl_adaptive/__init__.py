@@ -1,11 +1,14 @@
 """trl_adaptive: adaptive rollout allocation for TRL's GRPOTrainer.
 
-The allocation math (``trl_adaptive.allocators``, ``trl_adaptive.stats``) imports neither torch nor trl; the trainer
+The allocation math and the sampling procedures (``trl_adaptive.allocation``, ``trl_adaptive.sampling``,
+``trl_adaptive.stats``) imports neither torch nor trl; the trainer
 names below are imported lazily so that ``import trl_adaptive`` stays cheap.
 """
 
 from .allocation import *  # noqa: F401,F403
 from .allocation import __all__ as _allocation_all
+from .sampling import *  # noqa: F401,F403
+from .sampling import __all__ as _sampling_all
 
 __version__ = "0.1.0"
 
@@ -24,4 +27,4 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'trl_adaptive' has no attribute {name!r}")
 
 
-__all__ = [*_allocation_all, *_LAZY]
+__all__ = [*_allocation_all, *_sampling_all, *_LAZY]

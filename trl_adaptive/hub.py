@@ -119,6 +119,7 @@ ALLOCATOR_PAPERS: dict[str, tuple[str, ...]] = {
     "reinforce_ada_seq_pos": ("reinforce_ada",),
     "reinforce_ada_seq_balance": ("reinforce_ada",),
     "cero": ("cero",),
+    "pilot_commit": (),  # databricks/pilot-commit's rule (code, no paper to cite)
     "uniform": (),
 }
 # Logged metrics summarised on the card: (log key, label).

@@ -6,10 +6,11 @@ where GRPO's advantage, and so its gradient, is non-zero. The allocator sees exa
 per-prompt statistics of :class:`trl_adaptive.stats.PromptStatistics`, updated after every step and rolled over with
 ``end_epoch()`` at every epoch boundary.
 
-One step, as in ``AdaptiveGRPOTrainer``::
+One step of a plan-ahead allocator, as in ``AdaptiveGRPOTrainer`` (every strategy is a procedure of
+:mod:`trl_adaptive.sampling`, driven here with Bernoulli rewards exactly as the trainer drives it)::
 
     ids     = next M prompts of the epoch's shuffled order      (TRL's RepeatSampler: without replacement, drop_last)
-    N       = allocator.allocate(store.success_rates(ids), B, stats=store.batch(ids))     B = M * num_generations
+    N       = allocator.allocate(store.batch(ids), B).counts                              B = M * num_generations
     r_ij    ~ Bernoulli(p_i), j < N_i                                                     rewards
     metrics = group_metrics(N, k)                                                         k_i = sum_j r_ij
     store.update(prompt id of every completion, r)
@@ -46,7 +47,6 @@ Example:
 from __future__ import annotations
 
 import copy
-import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -54,13 +54,22 @@ from typing import Any, Literal, Protocol
 
 import numpy as np
 
-from trl_adaptive.allocation.base import Allocator, PromptBatchStats, get_allocator
-from trl_adaptive.allocation.bayes_knapsack import absorb
-from trl_adaptive.allocation.knapsack import fill_evenly
-from trl_adaptive.allocation.sequential import SequentialAllocator, dynamic_sampling_keep, is_success
+from trl_adaptive.allocation.base import Allocator, PromptBatchStats
 from trl_adaptive.allocation.solvers import solve_greedy
 from trl_adaptive.allocation.value import marginal_gains
 from trl_adaptive.allocation.value import value as value_of
+from trl_adaptive.sampling import (
+    ROUND_PROCEDURES,
+    BatchContext,
+    DynamicSampling,
+    Pilot,
+    PilotCommit,
+    PlanAhead,
+    Procedure,
+    Round,
+    as_procedure,
+    drive,
+)
 
 RuleKind = Literal["per_completion", "per_group", "sqrt", "advantage"]
 RULE_KINDS: tuple[RuleKind, ...] = ("per_completion", "per_group", "sqrt", "advantage")
@@ -173,7 +182,7 @@ class LearningRule:
             counts: ``(M,)`` N_i, completions per prompt (0 = not sampled this step).
             successes: ``(M,)`` k_i, successful completions per prompt.
             num_generations: n, the uniform group size that normalises the signal.
-            weights: ``(M,)`` per-prompt advantage multiplier from ``Allocator.completion_weights``, or None (= 1).
+            weights: ``(M,)`` per-prompt advantage multiplier (an allocation's ``weights``), or None (= 1).
                 Only the ``"advantage"`` rule uses it.
         """
         counts = np.asarray(counts, dtype=np.float64)
@@ -303,97 +312,6 @@ STEP_METRICS: tuple[str, ...] = (
 )
 
 
-@dataclass(frozen=True)
-class DynamicSampling:
-    """DAPO dynamic sampling around a plan-ahead allocator: a spec for :func:`simulate` and :func:`compare`.
-
-    One step, as ``AdaptiveGRPOTrainer(dynamic_sampling=True)`` (``trl_adaptive/trainer/rounds.py``): the allocator
-    splits B over the step's M prompts; groups that are all correct or all wrong by the success rule are dropped;
-    while the kept groups hold fewer than B completions and fewer than ``max_rounds`` extra rounds were taken, further
-    prompts are drawn from the dataset uniformly at random (seeded; never one already in the step), the same allocator
-    splits the missing completions over them (about one prompt per n missing, within its bounds), and their mixed
-    groups are kept. A batch still short after ``max_rounds`` is filled with completions of dropped groups (zero
-    gradient), group by group in generation order. Training always sees exactly B completions; generation takes
-    B plus the extra rounds.
-
-    Attributes:
-        allocator: a registered name or a plan-ahead :class:`Allocator` instance (not a round-based one).
-        max_rounds: the most extra generation rounds per step (the trainer's ``dynamic_sampling_max_rounds``).
-
-    Example:
-        >>> result = simulate(DynamicSampling("uniform"), num_prompts=256, batch_prompts=64, epochs=1, seed=0)
-        >>> bool(np.all(result.budget_used == 512)), bool(np.all(result.generated >= 512))
-        (True, True)
-    """
-
-    allocator: str | Allocator = "uniform"
-    max_rounds: int = 3
-
-    def __post_init__(self) -> None:
-        if isinstance(self.max_rounds, bool) or not isinstance(self.max_rounds, int) or self.max_rounds < 0:
-            raise ValueError(f"max_rounds={self.max_rounds!r}: must be an integer >= 0 (extra rounds per step).")
-
-
-@dataclass(frozen=True)
-class Pilot:
-    """A pilot round, then the rest of the step's budget by an allocator's ``allocate_remaining`` (two rounds).
-
-    One step: every prompt of the batch gets ``pilot_rollouts`` = k completions; their results join the posterior
-    (:func:`~trl_adaptive.allocation.bayes_knapsack.absorb`, the store itself is updated once per step); the
-    allocator splits the remaining B - k M completions on top (``allocate_remaining``, e.g. ``bayes_knapsack``).
-    Pilot completions are trained on: a prompt's group is its k + extra completions. Generation = training = B.
-
-    Attributes:
-        allocator: a registered name or an instance with ``allocate_remaining`` (default ``"bayes_knapsack"``).
-        pilot_rollouts: k >= 1, with k M < B.
-
-    Example:
-        >>> result = simulate(Pilot("bayes_knapsack", 2), num_prompts=256, batch_prompts=64, epochs=1, seed=0)
-        >>> bool(np.all(result.generated == 512)), int(result.rounds[0])
-        (True, 2)
-    """
-
-    allocator: str | Allocator = "bayes_knapsack"
-    pilot_rollouts: int = 2
-
-    def __post_init__(self) -> None:
-        k = self.pilot_rollouts
-        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise ValueError(f"pilot_rollouts={k!r}: must be an integer >= 1 (completions per prompt in round one).")
-
-
-@dataclass(frozen=True)
-class PilotCommit:
-    """Pilot-Commit's rule (``databricks/pilot-commit``, ``recipe/pc``) at a fixed budget, as a baseline.
-
-    One step: every prompt not evicted gets ``pilot_rollouts`` = k completions; prompts whose pilot success rate q
-    lies in [``lower``, 1 - ``upper``] (the official ``diversity_threshold_lower`` / ``_upper``; README values
-    0.125 / 0.25) share the rest of the budget evenly, up to N_up = ``max_rollouts`` each (anything that does not fit
-    is spread evenly over the other active prompts); too-hard (q < lower) and too-easy prompts get nothing more this
-    step (too-hard ones are deferred: they come back next epoch); prompts with q >= ``evict_at`` (the official
-    ``exclude_threshold_upper``, 1.0 in the README) are evicted: they get no completion in any later step, and their
-    share goes to the rest of the batch. All completions, pilot included, are trained on.
-
-    Departures from the official code, forced by a fixed-size step: the commit happens in the same step, on the
-    pilot's prompts (the official trainer commits from a replay buffer up to 4 steps later, with fresh prompts
-    filling the batch); an evicted prompt's share stays in the batch instead of drawing a new prompt; if fewer than
-    B / N_up prompts of a batch are active, eviction is ignored for that step.
-    """
-
-    pilot_rollouts: int = 4
-    lower: float = 0.125
-    upper: float = 0.25
-    evict_at: float | None = 1.0
-    max_rollouts: int = 128
-
-    def __post_init__(self) -> None:
-        k = self.pilot_rollouts
-        if isinstance(k, bool) or not isinstance(k, int) or k < 2:
-            raise ValueError(f"pilot_rollouts={k!r}: must be an integer >= 2 (a group of one has no baseline).")
-        if not 0.0 <= self.lower <= 1.0 - self.upper <= 1.0:
-            raise ValueError(f"Need 0 <= lower <= 1 - upper <= 1, got lower={self.lower}, upper={self.upper}.")
-
-
 @dataclass
 class SimulationResult:
     """Per-step metrics of one run (arrays of shape ``(steps,)``) and a summary.
@@ -476,7 +394,7 @@ class _Step:
 
 
 def simulate(
-    allocator: str | Allocator | DynamicSampling | Pilot | PilotCommit,
+    allocator: str | Allocator | Procedure,
     *,
     num_prompts: int = 2000,
     batch_prompts: int = 256,
@@ -490,22 +408,23 @@ def simulate(
 ) -> SimulationResult:
     """Run one allocator on a simulated prompt population at training budget B = batch_prompts * num_generations.
 
-    Three kinds of strategy, all training exactly B completions per step:
+    Every strategy is a sampling procedure of :mod:`trl_adaptive.sampling`, driven as the trainer drives it (one
+    implementation, two drivers), each training exactly B completions per step:
 
-    - a plan-ahead :class:`Allocator` (uniform, knapsack, Est, CERO): ``allocate`` splits B, every completion trains;
-    - a round-based :class:`~trl_adaptive.allocation.sequential.SequentialAllocator` (Reinforce-Ada Seq-Pos /
-      Seq-Balance): rounds as in :func:`sample_in_rounds`, then n = ``num_generations`` selected per prompt; the
+    - a plan-ahead :class:`Allocator` (uniform, knapsack, Est, CERO's fixed mapping): one round, every completion
+      trains;
+    - Reinforce-Ada Seq-Pos / Seq-Balance (by name): rounds, then n = ``num_generations`` selected per prompt; the
       baseline is computed from all of a prompt's completions, which only the ``"advantage"`` rule models (see
       :func:`seq_advantage_weights`);
-    - :class:`DynamicSampling` around a plan-ahead allocator (DAPO);
-    - two rounds per step: :class:`Pilot` (k per prompt, then ``allocate_remaining`` on the updated posterior) or
-      :class:`PilotCommit` (Pilot-Commit's thresholds).
+    - :class:`~trl_adaptive.sampling.DynamicSampling` around a plan-ahead allocator (DAPO);
+    - two rounds per step: :class:`~trl_adaptive.sampling.Pilot` (k per prompt, then ``allocate_remaining`` on the
+      updated posterior) or :class:`~trl_adaptive.sampling.PilotCommit` (Pilot-Commit's thresholds);
+    - any other :class:`~trl_adaptive.sampling.Procedure` (e.g. ``CeroPacing(get_allocator("cero"))``).
 
     Args:
-        allocator: a registered name (``get_allocator(name)``), an instance, a :class:`DynamicSampling`, a
-            :class:`Pilot` or a :class:`PilotCommit`; an
-            instance is deep-copied, so a stateful allocator (CERO's duals) starts from the given state and the
-            caller's object is not mutated.
+        allocator: a registered name, an :class:`Allocator` or a :class:`~trl_adaptive.sampling.Procedure`; it is
+            deep-copied (:func:`simulated_procedure`), so a stateful one (CERO's duals, Pilot-Commit's evictions)
+            starts from the given state and the caller's object is not mutated.
         num_prompts: size of the dataset.
         batch_prompts: M, unique prompts per step.
         num_generations: n; the training budget per step is B = M * n, as for GRPO with ``num_generations = n``.
@@ -528,36 +447,8 @@ def simulate(
         raise ValueError(f"Need 0 < batch_prompts <= num_prompts, got {batch_prompts} and {num_prompts}.")
     if num_generations < 2 or epochs < 1:
         raise ValueError(f"Need num_generations >= 2 and epochs >= 1, got {num_generations} and {epochs}.")
-    dynamic = allocator if isinstance(allocator, DynamicSampling) else None
-    pilot = allocator if isinstance(allocator, Pilot) else None
-    pilot_commit = allocator if isinstance(allocator, PilotCommit) else None
-    if pilot_commit is not None:
-        spec: str | Allocator = "uniform"  # unused: the rule is the spec's own
-    elif dynamic is not None or pilot is not None:
-        spec = (dynamic or pilot).allocator  # type: ignore[union-attr]
-    else:
-        spec = allocator  # type: ignore[assignment]
-    alloc = get_allocator(spec) if isinstance(spec, str) else copy.deepcopy(spec)
-    sequential = isinstance(alloc, SequentialAllocator)
-    if pilot is not None and not hasattr(alloc, "allocate_remaining"):
-        raise TypeError(
-            f"Pilot({alloc.name!r}): the allocator has no allocate_remaining(stats, budget_left, already)."
-        )
-    if pilot is not None and pilot.pilot_rollouts * batch_prompts >= batch_prompts * num_generations:
-        raise ValueError(
-            f"Pilot: pilot_rollouts={pilot.pilot_rollouts} x {batch_prompts} prompts leaves nothing of the step's "
-            f"budget {batch_prompts * num_generations}; lower pilot_rollouts below num_generations={num_generations}."
-        )
-    if pilot_commit is not None and pilot_commit.pilot_rollouts >= num_generations:
-        raise ValueError(
-            f"PilotCommit: pilot_rollouts={pilot_commit.pilot_rollouts} leaves nothing to commit; it must be below "
-            f"num_generations={num_generations}."
-        )
-    if dynamic is not None and sequential:
-        raise ValueError(
-            f"DynamicSampling({alloc.name!r}): Reinforce-Ada Seq already samples until each prompt shows signal; "
-            "wrap a plan-ahead allocator (uniform, knapsack, ...) instead."
-        )
+    procedure = simulated_procedure(allocator)
+    procedure.check(batch_prompts, batch_prompts * num_generations, num_generations)
     rule = LearningRule(kind=learning_rule) if isinstance(learning_rule, str) else learning_rule
     difficulty = MIXES[mix] if isinstance(mix, str) else mix
     store = (statistics_factory or _default_store)()
@@ -566,7 +457,6 @@ def simulate(
     population_rng, order_rng, reward_rng, draw_rng, select_rng = np.random.default_rng(seed).spawn(5)
     p_initial = difficulty.sample(num_prompts, population_rng)
     logits = _logit(p_initial)
-    budget = batch_prompts * num_generations
     steps_per_epoch = num_prompts // batch_prompts
     total_steps = steps_per_epoch * epochs
 
@@ -590,7 +480,6 @@ def simulate(
     alloc_time = np.zeros(total_steps)
     shares = np.zeros(total_steps)
     mixed_col = np.zeros(total_steps, dtype=np.int64)
-    evicted = np.zeros(num_prompts, dtype=bool)  # Pilot-Commit's evicted prompts
     status_counts = np.zeros(len(STATUSES))  # sum of N_i per status, epochs >= 2
     status_prompts = np.zeros(len(STATUSES))  # prompts allocated per status, epochs >= 2
 
@@ -599,17 +488,8 @@ def simulate(
         order = order_rng.permutation(num_prompts)
         for s in range(steps_per_epoch):
             ids = order[s * batch_prompts : (s + 1) * batch_prompts]
-            # ---- allocation from the store's statistics only (same information as the trainer), and rollouts ----
-            if pilot is not None:
-                out = _pilot_step(alloc, ids, store, logits, budget, pilot.pilot_rollouts, reward_rng)
-            elif pilot_commit is not None:
-                out = _pilot_commit_step(pilot_commit, ids, store, logits, budget, evicted, reward_rng)
-            elif sequential:
-                out = _sequential_step(alloc, ids, store, logits, num_generations, reward_rng, select_rng)
-            elif dynamic is not None:
-                out = _dynamic_step(alloc, ids, store, logits, budget, num_generations, dynamic, reward_rng, draw_rng)
-            else:
-                out = _plan_step(alloc, ids, store, logits, budget, reward_rng)
+            # ---- the procedure samples from the store's statistics only (what the trainer sees) ----
+            out = _run_step(procedure, ids, store, logits, num_generations, reward_rng, draw_rng, select_rng)
             alloc_time[step] = out.seconds
 
             # ---- metrics (over the trained completions) ----
@@ -674,341 +554,79 @@ def simulate(
     return result
 
 
-# ==== the three kinds of step ========================================================================================
-def _plan_step(
-    alloc: Allocator,
-    ids: np.ndarray,
-    store: StatisticsStore,
-    logits: np.ndarray,
-    budget: int,
-    reward_rng: np.random.Generator,
-) -> _Step:
-    """A plan-ahead allocator: N = allocate(...), r_ij ~ Bernoulli(p_i), every completion trains."""
-    stats = store.batch(ids)
-    rates = store.success_rates(ids)
-    start = time.perf_counter()
-    counts = alloc.allocate(rates, budget, stats=stats)
-    seconds = time.perf_counter() - start
-    weights = alloc.completion_weights(counts, stats)
-    segment = np.repeat(np.arange(len(ids)), counts)
-    rewards = (reward_rng.random(budget) < _expit(logits[ids])[segment]).astype(np.float64)
-    successes = np.bincount(segment, weights=rewards, minlength=len(ids)).astype(np.int64)
-    return _Step(
-        trained_ids=ids,
-        trained=counts,
-        trained_successes=successes,
-        weights=weights,
-        generated_ids=ids,
-        generated_rates=rates,
-        generated=counts,
-        generated_successes=successes,
-        completion_ids=np.repeat(ids, counts),
-        rewards=rewards,
-        seconds=seconds,
-    )
+# ==== one step: the sampling procedure, driven with Bernoulli rewards ==========================================
+def simulated_procedure(spec: str | Allocator | Procedure) -> Procedure:
+    """The procedure a spec runs in the simulator, a private copy (a stateful one starts from the given state).
+
+    A round procedure's name (Reinforce-Ada Seq, ``pilot_commit``) builds it; any other name or allocator is planned
+    ahead (:class:`~trl_adaptive.sampling.PlanAhead`; CERO here is the fixed mapping, the trainer's default
+    ``pacing=True`` is ``CeroPacing(get_allocator("cero"))``); a procedure runs as given.
+    """
+    if isinstance(spec, str) and spec in ROUND_PROCEDURES:
+        return as_procedure(spec)
+    if isinstance(spec, (str, Allocator)):
+        return PlanAhead(copy.deepcopy(spec))
+    if isinstance(spec, Procedure):
+        return copy.deepcopy(spec)
+    raise TypeError(f"Expected an allocator name, an Allocator or a Procedure, got {type(spec).__name__}.")
 
 
-def _pilot_step(
-    alloc: Allocator,
-    ids: np.ndarray,
-    store: StatisticsStore,
-    logits: np.ndarray,
-    budget: int,
-    pilot_rollouts: int,
-    reward_rng: np.random.Generator,
-) -> _Step:
-    """A pilot of k per prompt, then ``allocate_remaining`` on the posterior that includes it (:class:`Pilot`)."""
-    num = len(ids)
-    p = _expit(logits[ids])
-    stats = store.batch(ids)
-    first = np.full(num, pilot_rollouts, dtype=np.int64)
-    segment1 = np.repeat(np.arange(num), first)
-    rewards1 = (reward_rng.random(len(segment1)) < p[segment1]).astype(np.float64)
-    successes1 = np.bincount(segment1, weights=rewards1, minlength=num)
-    start = time.perf_counter()
-    extra = alloc.allocate_remaining(absorb(stats, successes1, first), budget - int(first.sum()), first)  # type: ignore[attr-defined]
-    seconds = time.perf_counter() - start
-    segment2 = np.repeat(np.arange(num), extra)
-    rewards2 = (reward_rng.random(len(segment2)) < p[segment2]).astype(np.float64)
-    counts = first + extra
-    successes = (successes1 + np.bincount(segment2, weights=rewards2, minlength=num)).astype(np.int64)
-    return _Step(
-        trained_ids=ids,
-        trained=counts,
-        trained_successes=successes,
-        weights=None,
-        generated_ids=ids,
-        generated_rates=store.success_rates(ids),
-        generated=counts,
-        generated_successes=successes,
-        completion_ids=np.concatenate([ids[segment1], ids[segment2]]),
-        rewards=np.concatenate([rewards1, rewards2]),
-        seconds=seconds,
-        rounds=2,
-    )
-
-
-def _pilot_commit_step(
-    spec: PilotCommit,
-    ids: np.ndarray,
-    store: StatisticsStore,
-    logits: np.ndarray,
-    budget: int,
-    evicted: np.ndarray,
-    reward_rng: np.random.Generator,
-) -> _Step:
-    """Pilot-Commit's rule at a fixed budget (:class:`PilotCommit`); updates ``evicted`` in place."""
-    num, k, n_up = len(ids), spec.pilot_rollouts, spec.max_rollouts
-    p = _expit(logits[ids])
-    start = time.perf_counter()
-    active = ~evicted[ids]
-    if active.sum() * n_up < budget or active.sum() * k >= budget:
-        active[:] = True  # too few prompts left to hold the budget: ignore eviction this step
-    first = np.where(active, k, 0).astype(np.int64)
-    seconds = time.perf_counter() - start
-    segment1 = np.repeat(np.arange(num), first)
-    rewards1 = (reward_rng.random(len(segment1)) < p[segment1]).astype(np.float64)
-    successes1 = np.bincount(segment1, weights=rewards1, minlength=num)
-    start = time.perf_counter()
-    rate = np.divide(successes1, first, out=np.zeros(num), where=first > 0)
-    keep = np.flatnonzero(active & (rate >= spec.lower) & (rate <= 1.0 - spec.upper))
-    counts = first.copy()
-    left = budget - int(first.sum())
-    if len(keep):
-        counts[keep], left = fill_evenly(counts[keep], left, n_up)
-    if left:
-        on = np.flatnonzero(active)
-        counts[on], left = fill_evenly(counts[on], left, n_up)
-    if spec.evict_at is not None:
-        evicted[ids[active & (rate >= spec.evict_at)]] = True
-    seconds += time.perf_counter() - start
-    extra = counts - first
-    segment2 = np.repeat(np.arange(num), extra)
-    rewards2 = (reward_rng.random(len(segment2)) < p[segment2]).astype(np.float64)
-    successes = (successes1 + np.bincount(segment2, weights=rewards2, minlength=num)).astype(np.int64)
-    return _Step(
-        trained_ids=ids,
-        trained=counts,
-        trained_successes=successes,
-        weights=None,
-        generated_ids=ids,
-        generated_rates=store.success_rates(ids),
-        generated=counts,
-        generated_successes=successes,
-        completion_ids=np.concatenate([ids[segment1], ids[segment2]]),
-        rewards=np.concatenate([rewards1, rewards2]),
-        seconds=seconds,
-        rounds=2,
-    )
-
-
-def _sequential_step(
-    alloc: SequentialAllocator,
+def _run_step(
+    procedure: Procedure,
     ids: np.ndarray,
     store: StatisticsStore,
     logits: np.ndarray,
     num_generations: int,
-    reward_rng: np.random.Generator,
-    select_rng: np.random.Generator,
-) -> _Step:
-    """Reinforce-Ada Seq: rounds until every prompt is done (or capped), then n balanced completions per prompt."""
-    p = _expit(logits[ids])
-    num = len(ids)
-
-    def draw(counts: np.ndarray) -> np.ndarray:
-        return reward_rng.random(int(counts.sum())) < p[np.repeat(np.arange(num), counts)]
-
-    out = sample_in_rounds(alloc, draw, num, num_generations, select_rng)
-    picked = out.group_ids[out.selected]
-    trained = np.bincount(picked, minlength=num).astype(np.int64)
-    trained_successes = np.bincount(picked, weights=out.success[out.selected], minlength=num).astype(np.int64)
-    attempts = np.bincount(out.group_ids, minlength=num).astype(np.int64)
-    successes = np.bincount(out.group_ids, weights=out.success, minlength=num).astype(np.int64)
-    return _Step(
-        trained_ids=ids,
-        trained=trained,
-        trained_successes=trained_successes,
-        weights=seq_advantage_weights(trained, trained_successes, attempts, successes, p),
-        generated_ids=ids,
-        generated_rates=store.success_rates(ids),
-        generated=attempts,
-        generated_successes=successes,
-        completion_ids=ids[out.group_ids],
-        rewards=out.success.astype(np.float64),
-        seconds=out.seconds,
-        rounds=len(out.round_counts),
-        unfinished=int(np.sum(~out.done)),
-    )
-
-
-def _dynamic_step(
-    alloc: Allocator,
-    ids: np.ndarray,
-    store: StatisticsStore,
-    logits: np.ndarray,
-    budget: int,
-    num_generations: int,
-    dynamic: DynamicSampling,
     reward_rng: np.random.Generator,
     draw_rng: np.random.Generator,
+    select_rng: np.random.Generator,
 ) -> _Step:
-    """DAPO dynamic sampling around ``alloc`` (see :class:`DynamicSampling`)."""
-    num_prompts = len(logits)
-    low = max(alloc.min_rollouts, 1)
-    batch_ids, batch_rates, batch_counts, batch_successes, batch_weights = [], [], [], [], []
-    any_weights = False
-    rewards_all, completion_all = [], []
-    seconds, missing, extra = 0.0, budget, 0
-    prompts, split = ids, budget
-    while True:
-        stats = store.batch(prompts)
-        rates = store.success_rates(prompts)
-        start = time.perf_counter()
-        counts = alloc.allocate(rates, split, stats=stats)
-        seconds += time.perf_counter() - start
-        weights = alloc.completion_weights(counts, stats)
-        any_weights |= weights is not None
-        segment = np.repeat(np.arange(len(prompts)), counts)
-        rewards = (reward_rng.random(int(counts.sum())) < _expit(logits[prompts])[segment]).astype(np.float64)
-        successes = np.bincount(segment, weights=rewards, minlength=len(prompts)).astype(np.int64)
-        mixed = dynamic_sampling_keep(is_success(rewards, 1.0), segment, len(prompts))  # the trainer's filter
-        batch_ids.append(prompts)
-        batch_rates.append(rates)
-        batch_counts.append(counts)
-        batch_successes.append(successes)
-        batch_weights.append(np.ones(len(prompts)) if weights is None else np.asarray(weights, dtype=np.float64))
-        rewards_all.append(rewards)
-        completion_all.append(np.repeat(prompts, counts))
-        missing -= int(counts[mixed].sum())
-        if missing == 0 or extra >= dynamic.max_rounds:
-            break
-        # As the trainer: about one prompt per n missing completions, enough to hold them within N_up.
-        number = min(max(1, missing // num_generations), missing // low)
-        number = max(number, -(-missing // alloc.max_rollouts))
-        candidates = np.setdiff1d(np.arange(num_prompts), np.concatenate(batch_ids), assume_unique=True)
-        if number == 0 or number * low > missing or len(candidates) < number:
-            break
-        extra += 1
-        prompts, split = np.sort(draw_rng.choice(candidates, size=number, replace=False)), missing
+    """One batch of ``procedure`` with r ~ Bernoulli(p_i), as the trainer drives it (``sampling.drive``)."""
 
-    all_ids = np.concatenate(batch_ids)
-    counts = np.concatenate(batch_counts)
-    successes = np.concatenate(batch_successes)
-    mixed = (successes > 0) & (successes < counts)
-    trained = np.where(mixed, counts, 0)
-    trained_successes = np.where(mixed, successes, 0)
-    fill = budget - int(trained.sum())
-    left = fill
-    for i in np.flatnonzero(~mixed & (counts > 0)):  # dropped groups, in generation order
-        if left == 0:
-            break
-        take = min(int(counts[i]), left)
-        trained[i] = take
-        trained_successes[i] = take if successes[i] == counts[i] else 0
-        left -= take
-    keep = trained > 0
-    weights = np.concatenate(batch_weights)[keep] if any_weights else None
+    def draw_prompts(exclude: np.ndarray, number: int) -> np.ndarray:
+        candidates = np.setdiff1d(np.arange(len(logits)), exclude)
+        if len(candidates) < number:
+            return candidates[:0]
+        return np.sort(draw_rng.choice(candidates, size=number, replace=False))
+
+    def generate(request: Round, jobs: np.ndarray) -> np.ndarray:
+        p = _expit(logits[np.repeat(request.prompt_ids, request.counts)])
+        return (reward_rng.random(len(p)) < p).astype(np.float64)
+
+    budget = len(ids) * num_generations
+    ctx = BatchContext(ids, budget, num_generations, 1.0, store.batch, draw_prompts, select_rng)
+    outcome = drive(procedure, ctx, generate)
+    procedure.end_step(outcome)
+    record = outcome.record
+    generated, successes = record.counts(), record.successes().astype(np.int64)
+    trained = outcome.trained_counts
+    success = record.rewards[outcome.selected] >= 1.0
+    trained_successes = np.bincount(outcome.trained_group_ids, weights=success, minlength=len(trained)).astype(
+        np.int64
+    )
+    # The trained groups: every prompt trained on, and the batch's own prompts a plan skipped (count 0).
+    keep = (trained > 0) | (np.isin(record.prompt_ids, ids) & (generated == 0))
+    weights = record.weights
+    if outcome.baseline_from_all:  # Seq: the baseline of all its completions (the "advantage" rule's model)
+        p = _expit(logits[record.prompt_ids])
+        seq = seq_advantage_weights(trained, trained_successes, generated, successes, p)
+        weights = seq if weights is None else weights * seq
     return _Step(
-        trained_ids=all_ids[keep],
+        trained_ids=record.prompt_ids[keep],
         trained=trained[keep],
         trained_successes=trained_successes[keep],
-        weights=weights,
-        generated_ids=all_ids,
-        generated_rates=np.concatenate(batch_rates),
-        generated=counts,
+        weights=None if weights is None else weights[keep],
+        generated_ids=record.prompt_ids,
+        generated_rates=record.success_rates,
+        generated=generated,
         generated_successes=successes,
-        completion_ids=np.concatenate(completion_all),
-        rewards=np.concatenate(rewards_all),
-        seconds=seconds,
-        rounds=1 + extra,
-        filled=fill,
+        completion_ids=record.prompt_ids[record.group_ids],
+        rewards=record.rewards,
+        seconds=outcome.seconds,
+        rounds=len(record.round_sizes),
+        filled=int(record.metrics.get("dynamic_sampling/filled", 0)),
+        unfinished=int(record.metrics.get("rounds/prompts_unfinished", 0)),
     )
-
-
-# ==== Reinforce-Ada Seq: the rounds of one batch =====================================================================
-@dataclass
-class RoundsOutcome:
-    """Everything the rounds of one batch produced (:func:`sample_in_rounds`).
-
-    Attributes:
-        group_ids: ``(K,)`` prompt index of each generated completion, in generation order (round by round, prompt by
-            prompt within a round).
-        success: ``(K,)`` bool, whether each completion is correct.
-        round_counts: the counts of every round that generated something, ``(M,)`` int64 each.
-        selected: ``(n M,)`` indices into the generated completions chosen for training (``allocator.select``).
-        done: ``(M,)`` bool, the exit rule at the end (False for prompts stopped by N_max or the cap).
-        seconds: wall time of the allocator's ``round_counts`` and ``select`` calls.
-    """
-
-    group_ids: np.ndarray
-    success: np.ndarray
-    round_counts: list[np.ndarray]
-    selected: np.ndarray
-    done: np.ndarray
-    seconds: float = 0.0
-
-
-def sample_in_rounds(
-    allocator: SequentialAllocator,
-    draw: Callable[[np.ndarray], np.ndarray],
-    num_prompts: int,
-    group_size: int,
-    rng: np.random.Generator,
-) -> RoundsOutcome:
-    """Run a round-based allocator's loop for one batch of M prompts, with ``draw`` standing in for the model.
-
-    The same loop as the trainer's (``trl_adaptive/trainer/rounds.py``), on NumPy only: ask ``round_counts``, draw
-    that many completions, update successes and attempts, until a round is all zeros; then ``select``.
-
-    Args:
-        allocator: a :class:`~trl_adaptive.allocation.sequential.SequentialAllocator`.
-        draw: ``draw(counts) -> (counts.sum(),) bool``, the success of each new completion, prompt by prompt
-            (``np.repeat(np.arange(M), counts)`` order). A scripted function makes the exit rules testable.
-        num_prompts: M.
-        group_size: n, completions per prompt in the training batch; the training budget is n M.
-        rng: the generator of the selection.
-
-    Example:
-        >>> from trl_adaptive.allocation import get_allocator
-        >>> pos = get_allocator("reinforce_ada_seq_pos", round_size=4, max_rollouts=16)
-        >>> p = np.array([0.0, 1.0])  # never solved, always solved
-        >>> out = sample_in_rounds(pos, lambda c: np.repeat(p, c) > 0.5, 2, 4, np.random.default_rng(0))
-        >>> [c.tolist() for c in out.round_counts], out.done.tolist()
-        ([[4, 4], [4, 0], [4, 0], [4, 0]], [False, True])
-    """
-    if not isinstance(allocator, SequentialAllocator):
-        raise TypeError(f"{allocator!r} is not a round-based allocator (SequentialAllocator).")
-    budget = num_prompts * group_size
-    successes = np.zeros(num_prompts, dtype=np.int64)
-    attempts = np.zeros(num_prompts, dtype=np.int64)
-    group_ids: list[np.ndarray] = []
-    success: list[np.ndarray] = []
-    history: list[np.ndarray] = []
-    generated, seconds = 0, 0.0
-    while True:
-        start = time.perf_counter()
-        counts = allocator.round_counts(successes, attempts, group_size, generated, budget)
-        seconds += time.perf_counter() - start
-        if int(counts.sum()) == 0:
-            break
-        segment = np.repeat(np.arange(num_prompts), counts)
-        ok = np.asarray(draw(counts))
-        if ok.shape != segment.shape:
-            raise ValueError(f"draw returned shape {ok.shape}, expected ({len(segment)},) for counts {counts}.")
-        ok = ok.astype(bool)
-        successes += np.bincount(segment, weights=ok, minlength=num_prompts).astype(np.int64)
-        attempts += counts
-        generated += int(counts.sum())
-        group_ids.append(segment)
-        success.append(ok)
-        history.append(counts)
-    all_groups = np.concatenate(group_ids) if group_ids else np.zeros(0, dtype=np.int64)
-    all_success = np.concatenate(success) if success else np.zeros(0, dtype=bool)
-    start = time.perf_counter()
-    selected = allocator.select(all_success, all_groups, num_prompts, group_size, rng)
-    seconds += time.perf_counter() - start
-    done = allocator.is_done(successes, attempts, group_size)
-    return RoundsOutcome(all_groups, all_success, history, selected, done, seconds)
 
 
 def seq_advantage_weights(
@@ -1102,7 +720,7 @@ def summarize(result: SimulationResult, *, hard_threshold: float = 0.01) -> dict
 
 
 # ==== comparisons ====================================================================================================
-AllocatorSpec = str | Allocator | DynamicSampling | Pilot | PilotCommit
+AllocatorSpec = str | Allocator | Procedure
 
 _RATIO_KEYS: tuple[str, ...] = (
     "effective_gradient_ratio",
@@ -1210,11 +828,10 @@ __all__ = [
     "LearningRule",
     "Pilot",
     "PilotCommit",
-    "RoundsOutcome",
     "SimulationResult",
+    "simulated_procedure",
     "compare",
     "group_metrics",
-    "sample_in_rounds",
     "seq_advantage_weights",
     "simulate",
     "summarize",

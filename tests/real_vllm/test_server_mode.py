@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from checks import allocation_varies, check_alignment, check_reload, train
 
-FAMILIES = ["knapsack", "pilot", "seq", "dynamic", "cero"]
+FAMILIES = ["knapsack", "pilot", "seq", "dynamic", "cero", "dynamic_est", "pilot_commit"]
 BATCH = 16  # generation_batch_size: 4 prompts x num_generations 4, on average
 
 
@@ -26,9 +26,12 @@ def test_every_family_one_process(smollm2_dir, vllm_server, tmp_path):
                 assert [request["prompts"] for request in step] == [BATCH], (family, step)
             elif family == "pilot":  # 2 per prompt, then the rest of the budget
                 assert [request["prompts"] for request in step] == [8, 8], (family, step)
+            elif family == "pilot_commit":  # 2 per prompt not evicted, then the rest of the budget
+                sizes = [request["prompts"] for request in step]
+                assert len(sizes) == 2 and sum(sizes) == BATCH and sizes[0] % 2 == 0, (family, step)
             else:  # rounds: the first is the plan, later ones only what is still missing
                 assert step[0]["prompts"] == BATCH and len(step) >= 1, (family, step)
-        if family != "seq":  # Seq trains num_generations per prompt; its generated counts vary instead
+        if family not in ("seq", "pilot_commit"):  # Seq trains n per prompt; Pilot-Commit commits evenly
             assert allocation_varies(run["counts"]), (family, run["counts"])
     # CERO with pacing skips prompts (count 0) and draws others; Seq sampled past the plan in some round
     assert any(0 in step for step in report["cero"]["counts"])

@@ -37,6 +37,15 @@ MODES = {
     "seq": {"allocator": "reinforce_ada_seq_balance", "allocator_kwargs": {"round_size": 4, "max_rollouts": 12}},
     # CERO with pacing and a price that moves fast: steps skip prompts and draw others.
     "cero": {"allocator": "cero", "max_rollouts": 6, "allocator_kwargs": {"eta_mu": 1.0}},
+    # CERO's duals under dynamic sampling: they move once per step, however many rounds the step takes.
+    "cero_dynamic": {
+        "allocator": "cero",
+        "max_rollouts": 6,
+        "dynamic_sampling": True,
+        "allocator_kwargs": {"eta_mu": 1.0, "pacing": False},
+    },
+    # Pilot-Commit evicts solved prompts: its evicted set is state that must survive the checkpoint.
+    "pilot_commit": {"allocator": "pilot_commit", "allocator_kwargs": {"pilot_rollouts": 2, "max_rollouts": 8}},
     # A pilot round of 2 per prompt, then the rest of the step by the knapsack on the posterior, whose evidence fades
     # (half-life 1.5 batches) under a Jeffreys prior: the forgotten evidence must resume bit-identical.
     "pilot": {

@@ -24,31 +24,18 @@ import os
 import sys
 from pathlib import Path
 
-import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: trainer_helpers
 
 from datasets import Dataset  # noqa: E402
-from trainer_helpers import reward_has_vowel_e, reward_length, tiny_config_kwargs  # noqa: E402
+from trainer_helpers import SkewedAllocator, reward_has_vowel_e, reward_length, tiny_config_kwargs  # noqa: E402
 from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 
 from trl_adaptive import AdaptiveGRPOConfig, AdaptiveGRPOTrainer  # noqa: E402
-from trl_adaptive.allocation import Allocator  # noqa: E402
 
 NUM_PROMPTS = 8
 PROMPTS = [f"Question {i}: what is {i} + {i}?" for i in range(NUM_PROMPTS)]  # a distinct text per prompt id
-
-
-class SkewedAllocator(Allocator):
-    """The first prompt of every batch gets most of the budget: [10, 2, 2, 2] for 16 completions over 4 prompts."""
-
-    name = "skewed-test"
-
-    def _allocate(self, success_rates, budget, stats):
-        counts = np.full(len(success_rates), self.min_rollouts, dtype=np.int64)
-        counts[0] += budget - counts.sum()
-        return counts
 
 
 def reward_prompt_id(prompts, completions, prompt_id, **kwargs) -> list[float]:
@@ -66,16 +53,15 @@ def instrument(trainer) -> list[dict]:
     steps: list[dict] = []
     calculate, generate = trainer._calculate_rewards, trainer._generate_and_score_completions
 
-    if hasattr(trainer, "_allocate"):
-        allocate = trainer._allocate
+    if hasattr(trainer, "_finish_batch"):
+        finish = trainer._finish_batch
 
-        def record_allocate(prompt_ids, total):
-            result = allocate(prompt_ids, total)
-            steps[-1]["prompt_ids"] = np.asarray(prompt_ids).tolist()
-            steps[-1]["counts"] = np.asarray(result[0]).tolist()
-            return result
+        def record_finish(output, outcome, dispatched):
+            steps[-1]["prompt_ids"] = outcome.record.prompt_ids.tolist()
+            steps[-1]["counts"] = outcome.trained_counts.tolist()
+            return finish(output, outcome, dispatched)
 
-        trainer._allocate = record_allocate
+        trainer._finish_batch = record_finish
 
     def record_calculate(inputs, prompts, completions, completion_ids_list):
         rewards = calculate(inputs, prompts, completions, completion_ids_list)

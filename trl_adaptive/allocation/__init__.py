@@ -1,6 +1,7 @@
 """Pure allocation math: value functions, exact solvers and the allocation strategies. No torch, no trl."""
 
 from .base import (
+    Allocation,
     Allocator,
     PromptBatchStats,
     allocator_parameters,
@@ -14,13 +15,6 @@ from .bayes_knapsack import BayesKnapsackAllocator, absorb, pilot_budget_check
 from .cero import CeroAllocator
 from .knapsack import KnapsackAllocator
 from .reinforce_ada import ReinforceAdaEstAllocator
-from .sequential import (
-    ReinforceAdaSeqBalanceAllocator,
-    ReinforceAdaSeqPosAllocator,
-    SequentialAllocator,
-    dynamic_sampling_keep,
-    is_success,
-)
 from .solvers import knapsack_objective, solve_dp, solve_greedy
 from .uniform import UniformAllocator
 from .value import (
@@ -36,25 +30,21 @@ from .value import (
 )
 
 __all__ = [
+    "Allocation",
     "Allocator",
     "BayesKnapsackAllocator",
     "CeroAllocator",
     "KnapsackAllocator",
     "PromptBatchStats",
     "ReinforceAdaEstAllocator",
-    "ReinforceAdaSeqBalanceAllocator",
-    "ReinforceAdaSeqPosAllocator",
-    "SequentialAllocator",
     "UniformAllocator",
     "absorb",
     "allocator_parameters",
-    "dynamic_sampling_keep",
     "expected_info_gain",
     "expected_marginal_gains",
     "expected_value_table",
     "get_allocator",
     "info_gain",
-    "is_success",
     "knapsack_objective",
     "largest_remainder",
     "marginal_gains",

@@ -5,18 +5,21 @@ counts sum exactly to the budget? Everything here is NumPy; nothing imports torc
 
 Contract (checked for every registered allocator by ``tests/test_allocator_contract.py``):
 
-- ``allocate(success_rates, budget, stats=...)`` returns an ``int64`` array of shape ``(M,)`` with ``sum == budget``.
-  Every entry is ``0`` or lies in ``[min_rollouts, max_rollouts]``; only allocators with ``allows_zero = True`` may
-  return ``0`` (a prompt skipped this step). ``success_rates`` holds NaN for prompts never seen.
-- The result is a deterministic function of the inputs and the allocator's state.
+- ``allocate(stats, budget)`` returns an :class:`Allocation`: ``counts``, an ``int64`` array of shape ``(M,)`` with
+  ``sum == budget``, every entry ``0`` or in ``[min_rollouts, max_rollouts]`` (only allocators with
+  ``allows_zero = True`` may return ``0``: a prompt skipped this step); ``weights``, a per-prompt multiplier of each
+  completion's advantage, or ``None``; ``metrics`` to log. ``stats`` may be plain success rates (NaN = never seen).
+- The result is a deterministic function of the inputs and the allocator's state; ``allocate`` changes no state.
+  State moves once per training step in ``end_step(allocations)``.
 - ``state_dict()`` is JSON-serialisable and ``load_state_dict(state_dict())`` restores the allocator exactly.
-- ``completion_weights(counts, stats)`` returns a per-prompt multiplier for each completion's advantage, or ``None``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
@@ -87,6 +90,20 @@ class PromptBatchStats:
 class Allocator:
     """Base class of allocation strategies. Subclasses set ``name`` and implement :meth:`_allocate`.
 
+    ``_allocate(stats, budget)`` returns the counts, or an :class:`Allocation` to add per-prompt advantage weights or
+    metrics; :meth:`allocate` checks the result against the bounds. Register the class to make it a config name.
+
+    Example (a user-written allocator; its weights scale the advantages under every sampling procedure):
+        >>> @dataclass
+        ... class HalfAndHalf(Allocator):
+        ...     name: ClassVar[str] = "half_and_half"  # register_allocator(HalfAndHalf) makes it a config name
+        ...     def _allocate(self, stats, budget):
+        ...         counts = largest_remainder(np.full(len(stats), budget / len(stats)), budget)
+        ...         hard = np.nan_to_num(stats.success_rate, nan=0.5) < 0.5
+        ...         return Allocation(counts, weights=np.where(hard, 1.5, 0.5))
+        >>> HalfAndHalf().allocate([0.1, 0.9], budget=8).weights.tolist()
+        [1.5, 0.5]
+
     Args:
         min_rollouts: N_low, the fewest completions a prompt that is sampled at all receives (>= 2: a group of one
             has no baseline).
@@ -113,34 +130,49 @@ class Allocator:
             )
 
     # -- the public entry point -------------------------------------------------------------------------------------
-    def allocate(
-        self, success_rates: np.ndarray | list[float], budget: int, *, stats: PromptBatchStats | None = None
-    ) -> np.ndarray:
-        """Counts per prompt for this generation batch.
+    def allocate(self, stats: PromptBatchStats | np.ndarray | list[float], budget: int) -> Allocation:
+        """Counts per prompt for this generation batch, with any per-prompt advantage weights and metrics.
 
         Args:
-            success_rates: ``(M,)`` p_i per prompt, NaN for prompts never seen.
-            budget: B, total completions of the generation batch; the result sums to exactly B.
-            stats: the full per-prompt statistics (Est and CERO read them; when omitted they are derived from
-                ``success_rates`` by :meth:`PromptBatchStats.from_success_rates`).
+            stats: the per-prompt statistics of the M prompts (``PromptStatistics.batch(ids)``), or just their
+                success rates p_i (NaN for prompts never seen), read as :meth:`PromptBatchStats.from_success_rates`.
+            budget: B, total completions of the generation batch; the counts sum to exactly B.
 
         Returns:
-            ``(M,)`` int64 counts, ``sum == budget``.
+            an :class:`Allocation`: ``counts`` ``(M,)`` int64 with ``sum == budget`` within the bounds, ``weights``
+            ``(M,)`` or None, ``metrics``. Calling ``allocate`` changes no state: a stateful strategy (CERO) moves
+            its state in :meth:`end_step`, once per step.
         """
-        rates = np.asarray(success_rates, dtype=np.float64)
-        if rates.ndim != 1 or len(rates) == 0:
-            raise ValueError(f"success_rates must be a non-empty 1-D array, got shape {rates.shape}.")
-        finite = rates[~np.isnan(rates)]
-        if np.any((finite < 0) | (finite > 1)):
-            raise ValueError("success_rates must lie in [0, 1] (NaN for unseen prompts); got values outside.")
-        self.check_budget(len(rates), budget)
-        if stats is None:
-            stats = PromptBatchStats.from_success_rates(rates)
-        elif len(stats) != len(rates):
-            raise ValueError(f"stats holds {len(stats)} prompts but success_rates holds {len(rates)}.")
-        counts = np.asarray(self._allocate(rates, int(budget), stats), dtype=np.int64)
-        _check_counts(counts, int(budget), self)
-        return counts
+        stats = as_batch_stats(stats)
+        self.check_budget(len(stats), budget)
+        result = self._allocate(stats, int(budget))
+        if not isinstance(result, Allocation):
+            result = Allocation(counts=result)
+        return self.checked(result, stats, int(budget))
+
+    def checked(self, allocation: Allocation, stats: PromptBatchStats, budget: int) -> Allocation:
+        """``allocation`` bound to ``stats`` and ``budget`` after the contract's guard: every path that hands counts to
+        a sampler (``allocate``, ``allocate_remaining``, ``allocate_paced``) passes here, so a strategy bug fails at
+        the boundary, not as a hang across ranks."""
+        counts = np.asarray(allocation.counts)
+        if counts.shape != (len(stats),) or counts.dtype.kind not in "iu":
+            raise AssertionError(
+                f"{self!r} returned counts of shape {counts.shape} and dtype {counts.dtype}; expected ({len(stats)},) "
+                "integers, one per prompt."
+            )
+        counts = counts.astype(np.int64)
+        _check_counts(counts, budget, self)
+        weights = allocation.weights
+        if weights is not None:
+            weights = np.asarray(weights, dtype=np.float64)
+            if weights.shape != counts.shape or np.any(~np.isfinite(weights) | (weights < 0)):
+                raise AssertionError(
+                    f"{self!r} returned advantage weights {weights.tolist()[:8]}: they must be finite, >= 0 and one "
+                    "per prompt."
+                )
+        return dataclasses.replace(
+            allocation, counts=counts, weights=weights, prompt_ids=np.asarray(stats.prompt_ids), budget=budget
+        )
 
     def check_budget(self, num_prompts: int, budget: int) -> None:
         """Raise a ValueError naming the numbers when ``budget`` cannot be split over ``num_prompts`` prompts."""
@@ -157,17 +189,14 @@ class Allocator:
                 "(num_generations x prompts per batch) or the min_rollouts / max_rollouts bounds."
             )
 
-    def _allocate(self, success_rates: np.ndarray, budget: int, stats: PromptBatchStats) -> np.ndarray:
+    def _allocate(self, stats: PromptBatchStats, budget: int) -> np.ndarray | Allocation:
+        """The strategy: ``(M,)`` integer counts summing to ``budget``, or an :class:`Allocation` to add weights."""
         raise NotImplementedError
 
-    # -- optional hooks ---------------------------------------------------------------------------------------------
-    def completion_weights(self, counts: np.ndarray, stats: PromptBatchStats) -> np.ndarray | None:
-        """Per-prompt multiplier of each completion's advantage (e.g. Reinforce-Ada's hybrid); None for none."""
-        return None
-
-    def metrics(self) -> dict[str, float]:
-        """Scalars the trainer logs as ``allocation/<name>`` after each allocation (e.g. CERO's price ``mu``)."""
-        return {}
+    # -- state ------------------------------------------------------------------------------------------------------
+    def end_step(self, allocations: Sequence[Allocation]) -> None:
+        """Move the strategy's state once per training step, from every allocation the step made (the batch's first,
+        then those of prompts drawn later in the step). Stateless strategies do nothing."""
 
     def state_dict(self) -> dict[str, Any]:
         """JSON-serialisable strategy state (empty for stateless strategies)."""
@@ -176,6 +205,45 @@ class Allocator:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if state:
             raise ValueError(f"{type(self).__name__} is stateless but got state keys {sorted(state)}.")
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """What an allocator decides for one set of prompts, in one value.
+
+    Attributes:
+        counts: ``(M,)`` int64 completions per prompt, summing to ``budget``.
+        weights: ``(M,)`` float64 multiplier of the advantage of every completion of each prompt (Reinforce-Ada
+            Est's hybrid weights), or None for none. Every sampling procedure applies it to every completion it
+            trains for that prompt.
+        metrics: scalars logged as ``allocation/<name>`` (e.g. CERO's price ``cero_mu``).
+        prompt_ids: ``(M,)`` the prompt ids the counts belong to (set by :meth:`Allocator.allocate`).
+        budget: B the counts sum to (set by :meth:`Allocator.allocate`).
+        internals: what the allocator's own :meth:`Allocator.end_step` reads back (CERO's duals at decision time);
+            not for users.
+    """
+
+    counts: np.ndarray
+    weights: np.ndarray | None = None
+    metrics: Mapping[str, float] = field(default_factory=dict)
+    prompt_ids: np.ndarray | None = None
+    budget: int = 0
+    internals: Mapping[str, Any] = field(default_factory=dict, repr=False)
+
+
+def as_batch_stats(stats: PromptBatchStats | np.ndarray | list[float]) -> PromptBatchStats:
+    """``stats`` itself, or success rates turned into stats (:meth:`PromptBatchStats.from_success_rates`), checked."""
+    if not isinstance(stats, PromptBatchStats):
+        rates = np.asarray(stats, dtype=np.float64)
+        if rates.ndim != 1 or len(rates) == 0:
+            raise ValueError(f"success_rates must be a non-empty 1-D array, got shape {rates.shape}.")
+        stats = PromptBatchStats.from_success_rates(rates)
+    if len(stats) == 0:
+        raise ValueError("allocate needs at least one prompt; got empty stats.")
+    finite = np.asarray(stats.success_rate)[~np.isnan(stats.success_rate)]
+    if np.any((finite < 0) | (finite > 1)):
+        raise ValueError("success_rates must lie in [0, 1] (NaN for unseen prompts); got values outside.")
+    return stats
 
 
 def _check_counts(counts: np.ndarray, budget: int, allocator: Allocator) -> None:
@@ -307,8 +375,10 @@ def prompts_per_status(success_rates: np.ndarray) -> dict[str, int]:
 
 
 __all__ = [
+    "Allocation",
     "Allocator",
     "PromptBatchStats",
+    "as_batch_stats",
     "allocator_parameters",
     "get_allocator",
     "largest_remainder",

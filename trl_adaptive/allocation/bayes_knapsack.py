@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _kernels
-from .base import Allocator, PromptBatchStats, largest_remainder, register_allocator
+from .base import Allocation, Allocator, PromptBatchStats, largest_remainder, register_allocator
 from .solvers import SOLVERS, _ensure_compiled, solve_dp, solve_greedy
 
 
@@ -60,16 +60,16 @@ class BayesKnapsackAllocator(Allocator):
 
     Example:
         >>> nan = float("nan")
-        >>> BayesKnapsackAllocator().allocate([nan, nan, nan, nan], budget=32).tolist()  # no evidence: uniform
+        >>> BayesKnapsackAllocator().allocate([nan, nan, nan, nan], budget=32).counts.tolist()  # no evidence: uniform
         [8, 8, 8, 8]
         >>> # 8 completions each: 0/8, 4/8, 7/8, 8/8 -> Beta(1, 9), Beta(5, 5), Beta(8, 2), Beta(9, 1)
-        >>> BayesKnapsackAllocator().allocate([0.0, 0.5, 0.875, 1.0], budget=32).tolist()
+        >>> BayesKnapsackAllocator().allocate([0.0, 0.5, 0.875, 1.0], budget=32).counts.tolist()
         [13, 8, 7, 4]
 
     Warning:
         ``knapsack`` stays exactly the paper's (plug-in p_i with the fallback), for reproduction; this is a separate
-        strategy. It reads ``beta_a`` / ``beta_b`` only; ``success_rates`` serve the contract's checks and, when
-        ``stats`` is omitted, become a posterior through ``PromptBatchStats.from_success_rates`` (8 completions each).
+        strategy. It reads ``beta_a`` / ``beta_b`` only; success rates passed instead of stats become a posterior
+        through ``PromptBatchStats.from_success_rates`` (8 completions each).
     """
 
     name = "bayes_knapsack"
@@ -81,7 +81,7 @@ class BayesKnapsackAllocator(Allocator):
         if self.solver not in SOLVERS:
             raise ValueError(f"solver={self.solver!r} is not one of {SOLVERS}: use 'greedy' (default) or 'dp'.")
 
-    def _allocate(self, success_rates: np.ndarray, budget: int, stats: PromptBatchStats) -> np.ndarray:
+    def _allocate(self, stats: PromptBatchStats, budget: int) -> np.ndarray:
         a, b = posterior(stats)
         num_prompts = len(a)
         counts = largest_remainder(np.full(num_prompts, budget / num_prompts), budget)
@@ -90,7 +90,7 @@ class BayesKnapsackAllocator(Allocator):
             counts[seen] = self._solve(a[seen], b[seen], int(counts[seen].sum()), self.min_rollouts)
         return counts
 
-    def allocate_remaining(self, stats: PromptBatchStats, budget_left: int, already: np.ndarray) -> np.ndarray:
+    def allocate_remaining(self, stats: PromptBatchStats, budget_left: int, already: np.ndarray) -> Allocation:
         """Round two of a step: extra completions per prompt on top of ``already`` (e.g. a pilot round's k each).
 
         Solves max sum_i E[Value(already_i + x_i, p_i)] s.t. sum_i x_i = ``budget_left``, x_i >= 0 and
@@ -105,8 +105,9 @@ class BayesKnapsackAllocator(Allocator):
             already: ``(M,)`` completions each prompt already has in this step, integers in [0, N_up].
 
         Returns:
-            ``(M,)`` int64 extra completions, >= 0, summing to ``budget_left``; ``already + extra`` lies in
-            [N_low, N_up] and maximises the expected objective.
+            an :class:`~.base.Allocation` whose ``counts`` are the ``(M,)`` int64 extra completions, >= 0, summing to
+            ``budget_left``; ``already + counts`` lies in [N_low, N_up] (checked by the contract's guard) and
+            maximises the expected objective.
 
         Raises:
             ValueError: for a malformed ``already`` or ``budget_left``, or when no split fits the bounds (naming the
@@ -114,7 +115,7 @@ class BayesKnapsackAllocator(Allocator):
 
         Example:
             >>> stats = PromptBatchStats.from_success_rates([0.0, 0.5, 1.0], attempts=4)
-            >>> BayesKnapsackAllocator().allocate_remaining(stats, 12, np.array([4, 4, 4])).tolist()
+            >>> BayesKnapsackAllocator().allocate_remaining(stats, 12, np.array([4, 4, 4])).counts.tolist()
             [7, 4, 1]
         """
         a, b = posterior(stats)
@@ -132,8 +133,8 @@ class BayesKnapsackAllocator(Allocator):
                 f"{self.max_rollouts}]: the total must lie in [{low}, {high}], it is {total}. Change the pilot, the "
                 "budget or the bounds."
             )
-        counts = self._solve(a, b, total, lower)
-        return counts - already
+        totals = self.checked(Allocation(self._solve(a, b, total, lower)), stats, total)
+        return dataclasses.replace(totals, counts=totals.counts - already, budget=int(budget_left))
 
     def _solve(self, a: np.ndarray, b: np.ndarray, budget: int, lower: int | np.ndarray) -> np.ndarray:
         gains = expected_gains(a, b, self.max_rollouts)

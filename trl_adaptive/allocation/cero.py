@@ -21,13 +21,15 @@ per-epoch budget and falls when it asks for less. DESIGN 2.4's formula has this 
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
 
-from .base import Allocator, PromptBatchStats, register_allocator
+from .base import Allocation, Allocator, PromptBatchStats, register_allocator
 
 STATE_VERSION = 1
 
@@ -47,9 +49,10 @@ class CeroAllocator(Allocator):
        0; the lowest-ranked of those give back the excess m N_max - B, none going below N_low. This is the paper's
        rule at the step's clearing price: whoever the rule would sample first is sampled, and only as many as the
        budget pays for.
-    3. Update each batch prompt's theta_i with its realised N_i (0 for skipped prompts), and mu with the demand
+    3. Once per step (:meth:`end_step`, the sampling procedure calls it whatever the number of rounds): update each
+       batch prompt's theta_i with its realised N_i (0 for skipped prompts), and mu with the demand
        D = N_max |{i : theta_i > mu}| of the rule at the current price against the step budget:
-       mu <- max(0, mu + eta_mu (D - B) / B).
+       mu <- max(0, mu + eta_mu (D - B) / B). :meth:`allocate` itself changes no state.
 
     Args:
         min_rollouts: N_low, the fewest completions a sampled prompt gets (>= 2).
@@ -83,9 +86,10 @@ class CeroAllocator(Allocator):
 
     Example:
         >>> cero = CeroAllocator(max_rollouts=8)
-        >>> cero.allocate([0.5, 0.5, 0.5, 0.5], budget=12).tolist()  # equal duals: the first two, 8 + 4
+        >>> first = cero.allocate([0.5, 0.5, 0.5, 0.5], budget=12); first.counts.tolist()  # equal duals: 8 + 4
         [8, 4, 0, 0]
-        >>> cero.allocate([0.5, 0.5, 0.5, 0.5], budget=12).tolist()  # the skipped prompts now rank first
+        >>> cero.end_step([first])  # the step's dual update
+        >>> cero.allocate([0.5, 0.5, 0.5, 0.5], budget=12).counts.tolist()  # the skipped prompts now rank first
         [0, 0, 8, 4]
     """
 
@@ -143,11 +147,18 @@ class CeroAllocator(Allocator):
         theta = np.clip(np.where(np.isnan(stored), c, stored), np.minimum(self.eps, c), c)
         return c, theta
 
-    def _allocate(self, success_rates: np.ndarray, budget: int, stats: PromptBatchStats) -> np.ndarray:
+    def _allocate(self, stats: PromptBatchStats, budget: int) -> Allocation:
         c, theta = self.scores(stats)
+        order = np.argsort(-(theta - self.mu), kind="stable")
+        demand = self.max_rollouts * int(np.count_nonzero(theta > self.mu))
+        return self._fill(order, budget, c, theta, demand, moves=np.ones(len(c), dtype=bool))
+
+    def _fill(
+        self, order: np.ndarray, budget: int, c: np.ndarray, theta: np.ndarray, demand: int, moves: np.ndarray
+    ) -> Allocation:
+        """N_max to the first ceil(B / N_max) prompts of ``order``; the marginal ones give back the excess."""
         counts = np.zeros(len(c), dtype=np.int64)
         if budget > 0:
-            order = np.argsort(-(theta - self.mu), kind="stable")
             m = -(-budget // self.max_rollouts)
             chosen = order[:m]
             counts[chosen] = self.max_rollouts
@@ -158,8 +169,35 @@ class CeroAllocator(Allocator):
                 excess -= give
                 if excess == 0:
                     break
-        self._update_duals(stats.prompt_ids, c, theta, counts, budget)
-        return counts
+        internals = {"c": c, "theta": theta, "demand": demand, "moves": moves}
+        return Allocation(counts, metrics=self.metrics(), internals=internals)
+
+    def end_step(self, allocations: Sequence[Allocation]) -> None:
+        """The step's one dual update, from every allocation it made (see the class docstring, step 3).
+
+        The first allocation is the step's own batch: each of its prompts moves with its count (a skipped prompt's
+        dual rises, as in the paper), except prompts pacing drew and skipped; mu moves with its demand against B.
+        Later allocations (prompts dynamic sampling drew for the step) move only the prompts they sampled: a prompt
+        drawn and given nothing was never in the step.
+        """
+        if not allocations:
+            return
+        ids, c, theta, counts = [], [], [], []
+        for index, allocation in enumerate(allocations):
+            moves = np.asarray(allocation.internals["moves"]) if index == 0 else allocation.counts > 0
+            ids.append(np.asarray(allocation.prompt_ids)[moves])
+            c.append(np.asarray(allocation.internals["c"])[moves])
+            theta.append(np.asarray(allocation.internals["theta"])[moves])
+            counts.append(allocation.counts[moves])
+        first = allocations[0]
+        self._update_duals(
+            np.concatenate(ids),
+            np.concatenate(c),
+            np.concatenate(theta),
+            np.concatenate(counts),
+            first.budget,
+            demand=int(first.internals["demand"]),
+        )
 
     def _update_duals(
         self,
@@ -168,12 +206,10 @@ class CeroAllocator(Allocator):
         theta: np.ndarray,
         counts: np.ndarray,
         budget: int,
-        demand: int | None = None,
+        demand: int,
     ) -> None:
         """theta_i <- clip(theta_i - eta_theta (N_i - s*(theta_i) / K), eps, c_i); mu <- [mu + eta_mu (D - B)/B]_+."""
-        if demand is None:
-            demand = self.max_rollouts * int(np.count_nonzero(theta > self.mu))
-        # A prompt listed twice in one batch gets one update with its total count.
+        # A prompt listed twice in one step gets one update with its total count.
         ids, first, inverse = np.unique(np.asarray(prompt_ids, dtype=np.int64), return_index=True, return_inverse=True)
         n = np.bincount(inverse, weights=counts.astype(np.float64), minlength=len(ids))
         c_u, theta_u = c[first], theta[first]
@@ -186,26 +222,27 @@ class CeroAllocator(Allocator):
             self.mu = max(0.0, self.mu + self.eta_mu * (demand - budget) / budget)
         self.steps += 1
 
-    # -- pacing: the paper's rule with prompts drawn on demand (trainer only) --------------------------------------
+    # -- pacing: the paper's rule with prompts drawn on demand ------------------------------------------------------
     def wanted(self, stats: PromptBatchStats) -> np.ndarray:
         """``(M,)`` bool: the paper's rule at the current price, theta_i > mu (no state change)."""
         return self.scores(stats)[1] > self.mu
 
-    def allocate_paced(self, stats: PromptBatchStats, budget: int, num_sampled: int) -> np.ndarray:
+    def allocate_paced(self, stats: PromptBatchStats, budget: int, num_sampled: int) -> Allocation:
         """Counts for the examined prompts: the step's ``num_sampled`` sampler prompts first, then drawn ones.
 
         Wanted prompts (theta_i > mu) get N_max in order of theta_i - mu, the sampler's before the drawn, until B is
         spent; if they cannot spend it, the best-ranked unwanted prompts make up the rest (every step spends exactly
-        B). The marginal prompts give back any excess, none below N_low. The duals of every examined prompt are
-        updated with its count, and mu with the demand of the SAMPLER's prompts, D = N_max |{i <= num_sampled :
-        theta_i > mu}|, against B: mu rises when the step's own prompts ask for more than B, and falls when prompts
-        had to be drawn.
+        B). The marginal prompts give back any excess, none below N_low. At :meth:`end_step` the duals of the
+        sampler's prompts and of the drawn prompts that were sampled move, and mu moves with the demand of the
+        SAMPLER's prompts, D = N_max |{i <= num_sampled : theta_i > mu}|, against B: mu rises when the step's own
+        prompts ask for more than B, and falls when prompts had to be drawn.
 
         Example:
             >>> from trl_adaptive.allocation import PromptBatchStats
             >>> cero = CeroAllocator(max_rollouts=8, min_rollouts=2)
-            >>> cero.mu = 0.05  # above every fresh prompt's c = eta q <= 0.25 / 4 * ... : nobody is wanted
-            >>> cero.allocate_paced(PromptBatchStats.from_success_rates([0.5] * 4), 16, num_sampled=2).tolist()
+            >>> cero.mu = 0.06  # above every fresh prompt's c = eta q = 0.25 * 5 * 5 / (10 * 11): nobody is wanted
+            >>> stats = PromptBatchStats.from_success_rates([0.5] * 4)
+            >>> cero.allocate_paced(stats, 16, num_sampled=2).counts.tolist()
             [8, 8, 0, 0]
         """
         budget = int(budget)
@@ -216,24 +253,15 @@ class CeroAllocator(Allocator):
         drawn = position >= num_sampled
         # Wanted before unwanted; within each, the sampler's before the drawn; then by theta - mu; then position.
         order = np.lexsort((position, -(theta - self.mu), drawn, ~wanted))
-        counts = np.zeros(len(c), dtype=np.int64)
-        m = -(-budget // self.max_rollouts) if budget > 0 else 0
-        chosen = order[:m]
-        counts[chosen] = self.max_rollouts
-        excess = m * self.max_rollouts - budget
-        for i in chosen[::-1]:
-            give = min(excess, self.max_rollouts - self.min_rollouts)
-            counts[i] -= give
-            excess -= give
-            if excess == 0:
-                break
         demand = self.max_rollouts * int(np.count_nonzero(wanted[:num_sampled]))
-        self._update_duals(stats.prompt_ids, c, theta, counts, budget, demand=demand)
-        return counts
+        allocation = self._fill(order, budget, c, theta, demand, moves=~drawn)
+        allocation = self.checked(allocation, stats, budget)
+        moves = ~drawn | (allocation.counts > 0)
+        return dataclasses.replace(allocation, internals={**allocation.internals, "moves": moves})
 
     # -- state ------------------------------------------------------------------------------------------------------
     def metrics(self) -> dict[str, float]:
-        """The budget price and how many prompts hold a dual, logged by the trainer as ``allocation/cero_*``."""
+        """The budget price and how many prompts hold a dual at decision time, logged as ``allocation/cero_*``."""
         return {"cero_mu": self.mu, "cero_prompts_tracked": float(len(self.theta))}
 
     def state_dict(self) -> dict[str, Any]:

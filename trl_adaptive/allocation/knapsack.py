@@ -47,10 +47,10 @@ class KnapsackAllocator(Allocator):
 
     Example:
         >>> nan = float("nan")
-        >>> KnapsackAllocator().allocate([nan, nan, nan, nan], budget=32).tolist()  # first epoch: uniform
+        >>> KnapsackAllocator().allocate([nan, nan, nan, nan], budget=32).counts.tolist()  # first epoch: uniform
         [8, 8, 8, 8]
         >>> # p=0.5 and p=0.9 get their 90%-mixed demand (4, 22), p=1 the canary N_low, p=0 the rest
-        >>> KnapsackAllocator().allocate([0.0, 0.5, 0.9, 1.0], budget=32).tolist()
+        >>> KnapsackAllocator().allocate([0.0, 0.5, 0.9, 1.0], budget=32).counts.tolist()
         [4, 4, 22, 2]
 
     Warning:
@@ -76,7 +76,8 @@ class KnapsackAllocator(Allocator):
         if not isinstance(self.fallback, (bool, np.bool_)):
             raise ValueError(f"fallback={self.fallback!r} must be True or False.")
 
-    def _allocate(self, success_rates: np.ndarray, budget: int, stats: PromptBatchStats) -> np.ndarray:
+    def _allocate(self, stats: PromptBatchStats, budget: int) -> np.ndarray:
+        success_rates = np.asarray(stats.success_rate, dtype=np.float64)
         num_prompts = len(success_rates)
         counts = largest_remainder(np.full(num_prompts, budget / num_prompts), budget)
         seen = np.flatnonzero(~np.isnan(success_rates))

@@ -15,7 +15,7 @@ from typing import ClassVar, Literal
 
 import numpy as np
 
-from .base import Allocator, PromptBatchStats, largest_remainder, register_allocator
+from .base import Allocation, Allocator, PromptBatchStats, largest_remainder, register_allocator
 
 
 def water_fill(weights: np.ndarray, total: float, low: float, high: float) -> np.ndarray:
@@ -109,7 +109,7 @@ class ReinforceAdaEstAllocator(Allocator):
     (each the floor or ceiling of its share). p~_i is ``stats.smoothed_rate`` (Est's (alpha + n_pos) /
     (alpha + beta + n_tot), never 0 or 1).
 
-    With ``weighting="hybrid"`` (the paper's Est, Sec. 2.2 / 3.1) :meth:`completion_weights` returns the residual
+    With ``weighting="hybrid"`` (the paper's Est, Sec. 2.2 / 3.1) the allocation's ``weights`` are the residual
     1 / sqrt(p~_i) advantage weight, so that for every prompt strictly inside the bounds allocation x weight is
     proportional to the log objective's 1 / p~_i (exactly on the real shares, within rounding on the integer counts);
     with ``weighting="inverse"`` (implicit weighting) the allocation carries all of it and the weights are None.
@@ -141,12 +141,12 @@ class ReinforceAdaEstAllocator(Allocator):
         >>> stats = PromptBatchStats.from_success_rates([0.5, 0.5, 0.0, 1.0])  # p~ = 5/25, 5/25, 1/25, 9/25
         >>> est.prompt_weights(stats).round(2).tolist()  # w = 1 / p~
         [5.0, 5.0, 25.0, 2.78]
-        >>> est.allocate([0.5, 0.5, 0.0, 1.0], budget=24, stats=stats).tolist()  # 22 * (5, 5, 25) / 35, 2.78 * lam < 2
+        >>> est.allocate(stats, budget=24).counts.tolist()  # 22 * (5, 5, 25) / 35, 2.78 * lam < 2
         [3, 3, 16, 2]
         >>> hybrid = ReinforceAdaEstAllocator()  # w = p~^(-1/2) = 2.24, 2.24, 5, 1.67; shares 4.82, 4.82, 10.77, 3.59
-        >>> counts = hybrid.allocate([0.5, 0.5, 0.0, 1.0], budget=24, stats=stats); counts.tolist()
+        >>> allocation = hybrid.allocate(stats, budget=24); allocation.counts.tolist()
         [5, 5, 11, 3]
-        >>> hybrid.completion_weights(counts, stats).round(3).tolist()  # w * 24 / sum_j N_j w_j
+        >>> allocation.weights.round(3).tolist()  # w * 24 / sum_j N_j w_j
         [0.652, 0.652, 1.457, 0.486]
     """
 
@@ -182,11 +182,12 @@ class ReinforceAdaEstAllocator(Allocator):
                 w[unseen] = w[~unseen].mean()
         return w
 
-    def _allocate(self, success_rates: np.ndarray, budget: int, stats: PromptBatchStats) -> np.ndarray:
+    def _allocate(self, stats: PromptBatchStats, budget: int) -> Allocation:
         shares = water_fill(self.prompt_weights(stats), budget, self.min_rollouts, self.max_rollouts)
-        return largest_remainder(shares, budget, self.min_rollouts, self.max_rollouts)
+        counts = largest_remainder(shares, budget, self.min_rollouts, self.max_rollouts)
+        return Allocation(counts, weights=self.residual_weights(counts, stats))
 
-    def completion_weights(self, counts: np.ndarray, stats: PromptBatchStats) -> np.ndarray | None:
+    def residual_weights(self, counts: np.ndarray, stats: PromptBatchStats) -> np.ndarray | None:
         """Hybrid's residual weight v_i = w_i / (sum_j N_j w_j / sum_j N_j), w_i = p~_i^(-1/2); None for inverse.
 
         Normalised so that the mean weight over the batch's completions is 1 (sum_i N_i v_i = sum_i N_i): the weights

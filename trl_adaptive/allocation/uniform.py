@@ -19,12 +19,12 @@ class UniformAllocator(Allocator):
     grouping, which ``AdaptiveGRPOTrainer(allocator="uniform")`` must reproduce bit for bit.
 
     Example:
-        >>> UniformAllocator().allocate([0.1, float("nan"), 1.0], budget=8).tolist()
+        >>> UniformAllocator().allocate([0.1, float("nan"), 1.0], budget=8).counts.tolist()
         [3, 3, 2]
     """
 
     name = "uniform"
 
-    def _allocate(self, success_rates: np.ndarray, budget: int, stats: PromptBatchStats) -> np.ndarray:
-        num_prompts = len(success_rates)
+    def _allocate(self, stats: PromptBatchStats, budget: int) -> np.ndarray:
+        num_prompts = len(stats)
         return largest_remainder(np.full(num_prompts, budget / num_prompts), budget)

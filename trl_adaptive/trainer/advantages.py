@@ -38,8 +38,16 @@ def segment_mean_std(values: torch.Tensor, group_ids: torch.Tensor, num_groups: 
     """NaN-aware per-group mean and Bessel-corrected std of ``values`` (shape ``(T,)`` or ``(T, K)``).
 
     Mirrors ``torch.nanmean`` and ``trl.trainer.utils.nanstd`` along the group axis: a group with no valid value has
-    mean NaN, one with fewer than two has std NaN.
+    mean NaN, one with fewer than two has std NaN. Equal groups laid out prompt-major (TRL's own layout, e.g. the
+    uniform allocator) are reduced with TRL's very operations on ``view(U, G)``: scatter-adds sum in another order on
+    a GPU, and uniform must reproduce GRPOTrainer bit for bit there too.
     """
+    size = values.shape[0] // num_groups if num_groups else 0
+    if size and size * num_groups == values.shape[0]:
+        layout = torch.arange(num_groups, device=group_ids.device).repeat_interleave(size)
+        if torch.equal(group_ids, layout):
+            grouped = values.view(num_groups, size, *values.shape[1:])
+            return torch.nanmean(grouped, dim=1), nanstd(grouped, dim=1)
     valid = ~torch.isnan(values)
     filled = torch.where(valid, values, torch.zeros_like(values))
     shape = (num_groups, *values.shape[1:])

@@ -9,7 +9,7 @@ from typing import Any
 from transformers.utils import is_torch_bf16_gpu_available, is_torch_xla_available
 from trl import GRPOConfig
 
-from ..allocation import allocator_parameters, registered_allocators
+from ..sampling import build_procedure, registered_strategies, strategy_parameters
 from ..stats import PromptStatistics
 
 
@@ -28,8 +28,9 @@ class AdaptiveGRPOConfig(GRPOConfig):
         Registered name of the allocation strategy: `"knapsack"` (Knapsack RL, arXiv 2509.25849), `"bayes_knapsack"`
         (its objective in expectation under each prompt's Beta posterior), `"uniform"` (GRPO, bit-identical to
         `GRPOTrainer`), `"reinforce_ada_est"`, `"reinforce_ada_seq_pos"`, `"reinforce_ada_seq_balance"` (Reinforce-Ada,
-        arXiv 2510.04996), `"cero"` (arXiv 2606.05606). An `Allocator` object passed to the trainer overrides this
-        name.
+        arXiv 2510.04996; the two Seq variants are round procedures, not allocators), `"cero"` (arXiv 2606.05606),
+        `"pilot_commit"` (Pilot-Commit's thresholds and eviction, a round procedure). An `Allocator` or sampling
+        `Procedure` object passed to the trainer overrides this name (docs/sampling.md).
     allocator_kwargs (`dict` or `str`, *optional*):
         Extra constructor arguments of the allocator (a dict, or a JSON string on the command line), e.g.
         `{"fallback": false}` for knapsack.
@@ -51,16 +52,18 @@ class AdaptiveGRPOConfig(GRPOConfig):
         Weight of a success-rate column given in the dataset, in pseudo-observations: a prior rate p counts as
         `weight * p` successes out of `weight` completions (docs/statistics.md). `0` ignores the column as input.
     dynamic_sampling (`bool`, *optional*, defaults to `False`):
-        DAPO dynamic sampling with any plan-ahead allocator: drop groups whose completions are all successes or all
-        failures, draw further prompts from the training data and generate for them until the batch is full
-        (docs/trainer.md, "Sampling in rounds").
+        DAPO dynamic sampling around any procedure that trains every completion it generates (a plan-ahead
+        allocator, CERO's pacing, the pilot round, Pilot-Commit; Reinforce-Ada Seq is refused): drop groups whose
+        completions are all successes or all failures, draw further prompts from the training data and generate for
+        them until the batch is full (docs/sampling.md).
     dynamic_sampling_max_rounds (`int`, *optional*, defaults to `3`):
         Extra generation rounds dynamic sampling may take per batch; at the bound the batch is filled with dropped
-        groups' completions (zero advantage), logged and warned about once, never an error.
+        groups' completions with advantage weight 0 (no gradient, whatever the reward's variance), logged and warned
+        about once, never an error.
     pilot_rollouts (`int`, *optional*, defaults to `0`):
         With `allocator="bayes_knapsack"`: a pilot round of this many completions per prompt, absorbed by the
-        posterior before the rest of the step's budget is allocated (Pilot-Commit). Every pilot completion is trained
-        on. `0` turns the pilot off.
+        posterior before the rest of the step's budget is allocated with `allocate_remaining`. Every pilot completion
+        is trained on. `0` turns the pilot off. (Pilot-Commit's own rule is `allocator="pilot_commit"`.)
     posterior_half_life (`float` or `None`, *optional*, defaults to `None`):
         Half-life of the per-prompt Beta posterior's evidence (read by `bayes_knapsack` and `cero`), in generation
         batches (= optimizer steps when `steps_per_generation` is 1): a completion scored h batches ago weighs half.
@@ -89,8 +92,9 @@ class AdaptiveGRPOConfig(GRPOConfig):
     allocator: str = field(
         default="knapsack",
         metadata={
-            "help": "Registered name of the allocation strategy: knapsack, bayes_knapsack, uniform, "
-            "reinforce_ada_est, reinforce_ada_seq_pos, reinforce_ada_seq_balance, cero."
+            "help": "Sampling strategy by name: an allocator (knapsack, bayes_knapsack, uniform, reinforce_ada_est, "
+            "cero) or a round procedure (reinforce_ada_seq_pos, reinforce_ada_seq_balance, pilot_commit). An "
+            "Allocator or Procedure object passed to the trainer overrides it."
         },
     )
     allocator_kwargs: dict[str, Any] | str | None = field(
@@ -129,7 +133,11 @@ class AdaptiveGRPOConfig(GRPOConfig):
     )
     dynamic_sampling: bool = field(
         default=False,
-        metadata={"help": "DAPO dynamic sampling: replace all-correct / all-wrong groups by further prompts."},
+        metadata={
+            "help": "DAPO dynamic sampling around any procedure that trains what it generates (not Seq): drop "
+            "all-correct / all-wrong groups, sample further prompts for the missing completions; a batch still short "
+            "is filled with dropped groups at advantage weight 0."
+        },
     )
     dynamic_sampling_max_rounds: int = field(
         default=3,
@@ -137,7 +145,10 @@ class AdaptiveGRPOConfig(GRPOConfig):
     )
     pilot_rollouts: int = field(
         default=0,
-        metadata={"help": "bayes_knapsack only: completions per prompt in a pilot round before the rest (0: off)."},
+        metadata={
+            "help": "bayes_knapsack only: completions per prompt in a pilot round, all trained, before the rest is "
+            "allocated on the updated posterior (0: off). pilot_commit's pilot is set in allocator_kwargs."
+        },
     )
     posterior_half_life: float | None = field(
         default=None,
@@ -179,12 +190,12 @@ class AdaptiveGRPOConfig(GRPOConfig):
             raise ValueError(
                 f"allocator_kwargs must be a dict or a JSON object string, got {self.allocator_kwargs!r}."
             )
-        if self.allocator not in registered_allocators():
+        if self.allocator not in registered_strategies():
             raise ValueError(
                 f"allocator={self.allocator!r} is not a registered allocator. Choose one of "
-                f"{', '.join(registered_allocators())}, or pass an Allocator object to AdaptiveGRPOTrainer."
+                f"{', '.join(registered_strategies())}, or pass an Allocator object to AdaptiveGRPOTrainer."
             )
-        accepted = allocator_parameters(self.allocator)
+        accepted = strategy_parameters(self.allocator)
         unknown = sorted(set(self.allocator_kwargs or {}) - set(accepted))
         if unknown:
             raise ValueError(
@@ -233,6 +244,7 @@ class AdaptiveGRPOConfig(GRPOConfig):
                 f"num_generations <= max_rollouts, but min_rollouts={self.min_rollouts} and "
                 f"max_rollouts={self.max_rollouts}. Change num_generations or the bounds."
             )
+        self.build_procedure()  # a combination that cannot work fails here, naming it
         if not self.prompt_id_column or not self.success_rate_column:
             raise ValueError("prompt_id_column and success_rate_column must be non-empty column names.")
         if self.prompt_id_column == self.success_rate_column:
@@ -240,6 +252,26 @@ class AdaptiveGRPOConfig(GRPOConfig):
                 f"prompt_id_column and success_rate_column are both {self.prompt_id_column!r}; give them different "
                 "names."
             )
+
+    def strategy_kwargs(self) -> dict[str, Any]:
+        """``allocator_kwargs`` plus the config's bounds, where the chosen strategy takes them."""
+        kwargs = dict(self.allocator_kwargs or {})
+        accepted = strategy_parameters(self.allocator)
+        if "min_rollouts" in accepted:
+            kwargs.setdefault("min_rollouts", self.min_rollouts)
+        if self.max_rollouts is not None and "max_rollouts" in accepted:
+            kwargs.setdefault("max_rollouts", self.max_rollouts)
+        return kwargs
+
+    def build_procedure(self, **extra: Any):
+        """The sampling procedure this config describes (refuses combinations that cannot work, naming them)."""
+        return build_procedure(
+            self.allocator,
+            pilot_rollouts=self.pilot_rollouts,
+            dynamic_sampling=self.dynamic_sampling,
+            dynamic_sampling_max_rounds=self.dynamic_sampling_max_rounds,
+            strategy_kwargs=self.strategy_kwargs() | extra,
+        )
 
     @property
     def statistics_config(self) -> dict[str, float | None]:

@@ -22,12 +22,22 @@ def expand_counts(counts: np.ndarray, seed: int, step: int) -> np.ndarray:
     Equal counts keep TRL's prompt-major layout untouched (so the uniform allocator reproduces GRPOTrainer exactly);
     unequal counts are shuffled so one large group does not land on a single rank (token load balance).
     """
-    counts = np.asarray(counts, dtype=np.int64)
-    group_ids = np.repeat(np.arange(len(counts), dtype=np.int64), counts)
-    if len(np.unique(counts)) > 1:
-        rng = np.random.default_rng([int(seed) & 0xFFFFFFFF, int(step)])
-        group_ids = group_ids[rng.permutation(len(group_ids))]
-    return group_ids
+    jobs = np.repeat(np.arange(len(counts), dtype=np.int64), np.asarray(counts, dtype=np.int64))
+    return jobs[dispatch_order(jobs, seed, step)]
+
+
+def dispatch_order(jobs: np.ndarray, seed: int, step: int) -> np.ndarray:
+    """The permutation that spreads prompt-major ``jobs`` (a group id per completion) over the ranks.
+
+    The identity when every group present has the same size (TRL's layout), a permutation seeded by (seed, step)
+    otherwise. ``jobs[order]`` is the dispatch order; the completion generated at dispatch position i is job
+    ``order[i]``.
+    """
+    jobs = np.asarray(jobs, dtype=np.int64)
+    sizes = np.bincount(jobs) if len(jobs) else np.zeros(0, dtype=np.int64)
+    if len(np.unique(sizes[sizes > 0])) <= 1:
+        return np.arange(len(jobs), dtype=np.int64)
+    return np.random.default_rng([int(seed) & 0xFFFFFFFF, int(step)]).permutation(len(jobs)).astype(np.int64)
 
 
 def rank_slice(total: int, num_processes: int, process_index: int) -> slice:

@@ -1,4 +1,4 @@
-"""Construction-time checks of AdaptiveGRPOTrainer's inputs: dataset, unsupported features, the allocator.
+"""Construction-time checks of AdaptiveGRPOTrainer's inputs: dataset, unsupported features, the procedure.
 
 Everything a user can get wrong before the first step fails here, naming the field and a fix that works.
 """
@@ -14,9 +14,8 @@ import numpy as np
 from datasets import Dataset, DatasetDict, IterableDataset
 from trl import GRPOTrainer
 
-from ..allocation import Allocator, get_allocator
-from ..allocation.bayes_knapsack import BayesKnapsackAllocator, pilot_budget_check
-from ..allocation.sequential import SequentialAllocator
+from ..allocation import Allocator
+from ..sampling import Procedure, build_procedure
 from .config import AdaptiveGRPOConfig
 
 
@@ -27,26 +26,6 @@ def check_dataset_holds_a_batch(num_rows: int, args: AdaptiveGRPOConfig) -> None
             f"train_dataset has {num_rows} prompts but one generation batch takes {num_prompts} "
             f"(generation_batch_size={args.generation_batch_size} / num_generations={args.num_generations}), so "
             "no step could run. Add prompts, or lower per_device_train_batch_size / steps_per_generation."
-        )
-
-
-def check_sampling_mode(allocator: Allocator, args: AdaptiveGRPOConfig) -> None:
-    if args.pilot_rollouts > 0:
-        if not isinstance(allocator, BayesKnapsackAllocator):
-            raise ValueError(
-                f"pilot_rollouts={args.pilot_rollouts} needs allocator='bayes_knapsack' (its posterior absorbs the "
-                f"pilot and allocate_remaining spends the rest), not {allocator.name!r}. Set "
-                "allocator='bayes_knapsack' or pilot_rollouts=0."
-            )
-        if args.dynamic_sampling:
-            raise ValueError("pilot_rollouts and dynamic_sampling cannot be combined; choose one.")
-        num_prompts = args.generation_batch_size // args.num_generations
-        pilot_budget_check(args.pilot_rollouts, num_prompts, args.generation_batch_size, allocator.min_rollouts)
-    if args.dynamic_sampling and isinstance(allocator, SequentialAllocator):
-        raise ValueError(
-            f"dynamic_sampling=True with allocator {allocator.name!r}: Reinforce-Ada Seq already samples "
-            "until each prompt shows signal. Use dynamic_sampling with a plan-ahead allocator (knapsack, uniform, "
-            "reinforce_ada_est, cero), or drop it."
         )
 
 
@@ -66,14 +45,19 @@ def warn_if_saves_split_generation_batches(args: AdaptiveGRPOConfig) -> None:
             )
 
 
-def build_allocator(args: AdaptiveGRPOConfig, dataset_size: int) -> Allocator:
-    kwargs = dict(args.allocator_kwargs or {})
-    kwargs.setdefault("min_rollouts", args.min_rollouts)
-    if args.max_rollouts is not None:
-        kwargs.setdefault("max_rollouts", args.max_rollouts)
-    if args.allocator == "cero":
-        kwargs.setdefault("num_epochs", _planned_epochs(args, dataset_size))
-    return get_allocator(args.allocator, **kwargs)
+def build_procedure_from_config(
+    args: AdaptiveGRPOConfig, dataset_size: int, strategy: Allocator | Procedure | None = None
+) -> Procedure:
+    """The sampling procedure of this config, or around the ``allocator`` object passed to the trainer."""
+    if strategy is None:
+        epochs = {"num_epochs": _planned_epochs(args, dataset_size)} if args.allocator == "cero" else {}
+        return args.build_procedure(**({} if "num_epochs" in (args.allocator_kwargs or {}) else epochs))
+    return build_procedure(
+        strategy,
+        pilot_rollouts=args.pilot_rollouts,
+        dynamic_sampling=args.dynamic_sampling,
+        dynamic_sampling_max_rounds=args.dynamic_sampling_max_rounds,
+    )
 
 
 def _planned_epochs(args: AdaptiveGRPOConfig, dataset_size: int) -> int:

@@ -6,31 +6,32 @@ batch (T = generation_batch_size completions, U = T / num_generations prompts, L
 
     TRL sampler rows (U prompts x G copies, L per rank)
       -> gather, keep one row per prompt                       (_unique_prompt_rows)
-      -> main process: allocator.allocate(p_i, T) -> counts   (broadcast to every rank)
-      -> expand to T jobs, shuffle by (seed, step), L per rank (dispatch.py)
-      -> GRPOTrainer generates and scores one completion per row (num_generations forced to 1)
-      -> segment-wise advantages over variable groups         (advantages.py)
-      -> per-prompt statistics updated on every rank          (stats.py)
+      -> main process: the sampling procedure asks for rounds  (trl_adaptive.sampling; broadcast to every rank)
+           one planned round, trained whole: GRPOTrainer generates it in its own pass
+           otherwise each round is generated across ranks (rounds.py), the chosen completions are replayed
+      -> jobs shuffled by (seed, step) when group sizes differ, L per rank (dispatch.py)
+      -> GRPOTrainer generates / scores one completion per row (num_generations forced to 1)
+      -> segment-wise advantages over variable groups, times the procedure's weights (advantages.py)
+      -> per-prompt statistics updated on every rank with every completion generated (stats.py)
 """
 
 from __future__ import annotations
 
-import copy
 import os
 import time
+import warnings
 from typing import Any
 
 import numpy as np
 import torch
-from accelerate.utils import broadcast_object_list, gather_object
+from accelerate.utils import gather_object
 from datasets import Dataset
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from trl import GRPOTrainer
 
 from ..allocation import Allocator, prompts_per_status
-from ..allocation.cero import CeroAllocator
-from ..allocation.sequential import SequentialAllocator
 from ..hub import extend_model_card
+from ..sampling import BatchRun, Outcome, Procedure
 from ..serving.vllm_cpu import cpu_vllm_construction, use_reload_for_colocate
 from ..stats import PromptStatistics, prompt_fingerprint
 from .advantages import group_advantages
@@ -38,24 +39,24 @@ from .allocation_log import append_allocation_record
 from .callback import FINAL_STATISTICS_FILE, SuccessRateCallback
 from .checkpoint import STATE_FILE, is_complete, newest_complete_checkpoint, read_state, write_state
 from .config import AdaptiveGRPOConfig
-from .dispatch import expand_counts, rank_slice
+from .dispatch import dispatch_order, rank_slice
 from .inputs import (
-    build_allocator,
+    build_procedure_from_config,
     check_dataset_holds_a_batch,
-    check_sampling_mode,
     prepare_train_dataset,
     reject_unsupported_features,
     warn_if_saves_split_generation_batches,
 )
-from .rounds import draw_prompt_ids, rows_for_ids, run_rounds, total_rewards
+from .rounds import Generated, batch_context, local_rows, rows_for_ids, run_round, share, total_rewards
 from .sampler import EpochSeededRepeatSampler
 
 
 class AdaptiveGRPOTrainer(GRPOTrainer):
     """GRPOTrainer whose generation batch gives each prompt its own number of completions.
 
-    Drop-in for [`~trl.GRPOTrainer`]: same arguments, plus ``allocator`` (an :class:`Allocator` object overriding
-    ``args.allocator``) and ``statistics`` (a :class:`PromptStatistics` to start from, e.g. a previous run's).
+    Drop-in for [`~trl.GRPOTrainer`]: same arguments, plus ``allocator`` (an :class:`Allocator` or a sampling
+    :class:`~trl_adaptive.sampling.Procedure` overriding ``args.allocator``) and ``statistics`` (a
+    :class:`PromptStatistics` to start from, e.g. a previous run's).
 
     Example:
         ```python
@@ -76,7 +77,7 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
         args: AdaptiveGRPOConfig | None = None,
         train_dataset: Dataset | None = None,
         *positional: Any,
-        allocator: Allocator | None = None,
+        allocator: Allocator | Procedure | None = None,
         statistics: PromptStatistics | None = None,
         **kwargs: Any,
     ) -> None:
@@ -94,26 +95,27 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
         check_dataset_holds_a_batch(len(train_dataset), args)
         num_prompts = args.generation_batch_size // args.num_generations
 
-        self.allocator = allocator if allocator is not None else build_allocator(args, len(train_dataset))
-        self.allocator.check_budget(num_prompts, args.generation_batch_size)
-        check_sampling_mode(self.allocator, args)
+        self.procedure = build_procedure_from_config(args, len(train_dataset), allocator)
+        self.procedure.check(num_prompts, args.generation_batch_size, args.num_generations)
+        # The strategy by name: the plan-ahead allocator, or the round procedure that takes its place (Seq).
+        self.allocator = (
+            self.procedure.allocator if self.procedure.allocator is not None else _innermost(self.procedure)
+        )
         self.prompt_statistics = self._initial_statistics(statistics, args)
         ids = np.asarray(train_dataset[args.prompt_id_column], dtype=np.int64)
         self._fingerprints = [prompt_fingerprint(p) for p in train_dataset["prompt"]]
         self._check_fingerprints(ids, "statistics passed to AdaptiveGRPOTrainer")
         self.prompt_statistics.set_fingerprints(ids, self._fingerprints)
         if prior_rates is not None and args.success_rate_prior_weight > 0:
-            self.prompt_statistics.set_prior(ids, prior_rates, args.success_rate_prior_weight)
+            # A store passed in already holds what it knows (a refreshed column repeats it): prior only the rest.
+            unknown = self.prompt_statistics.batch(ids).evidence == 0
+            self.prompt_statistics.set_prior(ids[unknown], prior_rates[unknown], args.success_rate_prior_weight)
         self._rewards_per_func: torch.Tensor | None = None
         self._train_sampler: EpochSeededRepeatSampler | None = None
         self._epochs_closed = 0  # trainer epochs whose statistics have been closed (end_epoch) in this run
         self._current_epoch = 0
         self._resumed_epochs_trained = 0
-        self._samples_in_rounds = (
-            args.dynamic_sampling or args.pilot_rollouts > 0 or isinstance(self.allocator, SequentialAllocator)
-        )
         self._replay: tuple | None = None  # (what _generate returns, gathered rewards) for the pass after rounds
-        self._cero_pacing = isinstance(self.allocator, CeroAllocator) and self.allocator.pacing
         self._row_of_id: dict[int, int] | None = None
         self._warned_dynamic_fill = False
         self._generation_seconds = 0.0  # in _generate since the last logged batch
@@ -229,34 +231,72 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
             self._generation_seconds = 0.0  # training's generation/seconds counts training batches only
             return output
 
-        total = self.args.generation_batch_size
         prompt_rows = self._unique_prompt_rows(inputs)
-        prompt_ids = np.array([row[self.args.prompt_id_column] for row in prompt_rows], dtype=np.int64)
-        plan = None
-        if self._samples_in_rounds:
-            plan = run_rounds(self, prompt_rows, prompt_ids)  # generates and scores; the parent replays its choice
-            prompt_rows, prompt_ids, counts, group_ids = plan.prompt_rows, plan.prompt_ids, plan.counts, plan.group_ids
-            weights, solve_seconds = None, 0.0
-            success_rates = self.prompt_statistics.success_rates(prompt_ids)
-        elif self._cero_pacing:
-            examined, counts, weights, success_rates, solve_seconds = self._allocate_paced(prompt_ids, total)
-            prompt_rows = prompt_rows + rows_for_ids(self, examined[len(prompt_ids) :])
-            prompt_ids = examined
-            group_ids = expand_counts(counts, self.args.seed, self.state.global_step)
+        batch_ids = np.array([row[self.args.prompt_id_column] for row in prompt_rows], dtype=np.int64)
+        rows = dict(zip(batch_ids.tolist(), prompt_rows, strict=True))
+        run = None
+        if self.accelerator.is_main_process:
+            ctx = batch_context(self, batch_ids)
+            run = BatchRun(self.procedure, ctx, round_multiple=self.accelerator.num_processes)
+        step = share(self, ("round", *run.next_round(), run.record.prompt_ids) if run else None)
+        if step[1].final:  # one planned round, trained whole: GRPOTrainer generates it in its own pass
+            output, outcome, dispatched = self._generate_planned(run, rows, *step[2:])
         else:
-            counts, weights, success_rates, solve_seconds = self._allocate(prompt_ids, total)
-            group_ids = expand_counts(counts, self.args.seed, self.state.global_step)
-        local = rank_slice(total, self.accelerator.num_processes, self.accelerator.process_index)
-        local_rows = [copy.copy(prompt_rows[g]) for g in group_ids[local]]  # the parent mutates rows (extra fields)
-        current_rates = self.prompt_statistics.success_rates(prompt_ids)
-        for row, g in zip(local_rows, group_ids[local], strict=True):
-            row[self.args.success_rate_column] = float(current_rates[g])  # reward functions see the live rate
+            output, outcome, dispatched = self._generate_in_rounds(run, rows, step)
+        return self._finish_batch(output, outcome, dispatched)
 
-        self._rewards_per_func = None
-        if plan is not None:
-            self._replay = (plan.replay(local), plan.rewards_per_func())
-        output = super()._generate_and_score_completions(local_rows)
-        self._replay = None
+    def _generate_planned(self, run: BatchRun | None, rows: dict, jobs: np.ndarray, record_ids: np.ndarray):
+        """The parent's own generation and scoring of the round's jobs (shuffled over ranks when sizes differ)."""
+        self._add_rows(rows, record_ids)  # CERO's pacing may plan prompts it drew beyond the batch
+        order = dispatch_order(jobs, self.args.seed, self.state.global_step)
+        output = self._training_pass(rows, record_ids[jobs[order]], replay=None)
+        rewards = total_rewards(self._rewards_per_func, self.reward_weights)[np.argsort(order)]
+        outcome = share(self, self._observe(run, jobs, rewards)[1] if run else None)
+        if len(outcome.selected) != len(jobs):
+            raise AssertionError(f"{type(self.procedure).__name__} asked for a final round but did not train it all.")
+        return output, outcome, order
+
+    def _generate_in_rounds(self, run: BatchRun | None, rows: dict, step: tuple):
+        """Every round generated across ranks until the procedure finishes; then the training pass replays the
+        completions it chose, spread over the ranks."""
+        generated = Generated()
+        while step[0] == "round":
+            _, _, jobs, record_ids = step
+            self._add_rows(rows, record_ids)
+            rewards = run_round(self, rows, record_ids[jobs], len(generated.rewards_per_func), generated)
+            step = share(self, self._observe(run, jobs, rewards) if run else None)
+        outcome: Outcome = step[1]
+        self._add_rows(rows, outcome.record.prompt_ids)
+        groups = outcome.record.group_ids
+        selected = outcome.selected[np.argsort(groups[outcome.selected], kind="stable")]  # prompt-major, as TRL
+        dispatched = selected[dispatch_order(groups[selected], self.args.seed, self.state.global_step)]
+        local = rank_slice(len(dispatched), self.accelerator.num_processes, self.accelerator.process_index)
+        replay = (generated.replay(dispatched[local]), generated.all_rewards_per_func[torch.as_tensor(dispatched)])
+        output = self._training_pass(rows, outcome.record.prompt_ids[outcome.record.group_ids[dispatched]], replay)
+        self._round_rewards = generated.all_rewards_per_func
+        return output, outcome, dispatched
+
+    def _observe(self, run: BatchRun, jobs: np.ndarray, rewards: np.ndarray) -> tuple:
+        """Main process: hand the round's rewards to the procedure; the next round, or the outcome."""
+        run.observe(jobs, rewards)
+        if run.finished:
+            return ("outcome", run.outcome())
+        return ("round", *run.next_round(), run.record.prompt_ids)
+
+    def _add_rows(self, rows: dict, prompt_ids: np.ndarray) -> None:
+        """Rows of prompts the procedure drew beyond the batch (from the training data)."""
+        missing = [i for i in prompt_ids.tolist() if i not in rows]
+        rows.update(zip(missing, rows_for_ids(self, np.asarray(missing, dtype=np.int64)), strict=True))
+
+    def _training_pass(self, rows: dict, row_prompt_ids: np.ndarray, replay: tuple | None) -> dict[str, Any]:
+        """GRPOTrainer's generate-and-score on this rank's rows (every rank's, in dispatch order), checked."""
+        total = len(row_prompt_ids)
+        local = rank_slice(total, self.accelerator.num_processes, self.accelerator.process_index)
+        self._rewards_per_func, self._replay = None, replay
+        try:
+            output = super()._generate_and_score_completions(local_rows(self, rows, row_prompt_ids[local]))
+        finally:
+            self._replay = None
         rewards_per_func = self._rewards_per_func
         if rewards_per_func is None or tuple(rewards_per_func.shape) != (total, len(self.reward_funcs)):
             raise RuntimeError(
@@ -264,33 +304,40 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
                 f"{None if rewards_per_func is None else tuple(rewards_per_func.shape)}. trl_adaptive is pinned to "
                 "trl 1.16; a different trl version changed GRPOTrainer's internals."
             )
+        return output
 
-        group_ids_t = torch.as_tensor(group_ids, device=rewards_per_func.device)
+    def _finish_batch(self, output: dict[str, Any], outcome: Outcome, dispatched: np.ndarray) -> dict[str, Any]:
+        """Advantages over the real groups, scaled by the procedure's weights; statistics; state; logs."""
+        record = outcome.record
+        rewards_per_func = self._rewards_per_func
+        group_ids = record.group_ids[dispatched]
+        device = rewards_per_func.device
         reference = None
-        if plan is not None and plan.baseline_from_all:  # Seq: each baseline from every completion drawn
-            all_groups = torch.as_tensor(plan.generated.all_group_ids, device=rewards_per_func.device)
-            reference = (plan.generated.all_rewards_per_func.to(rewards_per_func), all_groups)
+        if outcome.baseline_from_all:  # Seq: each baseline from every completion drawn
+            reference = (self._round_rewards.to(rewards_per_func), torch.as_tensor(record.group_ids, device=device))
         result = group_advantages(
             rewards_per_func,
             self.reward_weights,
-            group_ids_t,
-            len(prompt_rows),
+            torch.as_tensor(group_ids, device=device),
+            len(record.prompt_ids),
             self.scale_rewards,
             self.multi_objective_aggregation,
             reference=reference,
         )
-        advantages = result.advantages * self._completion_scale(counts, weights, group_ids).to(result.advantages)
+        counts = outcome.trained_counts
+        advantages = result.advantages * self._completion_scale(counts, record.weights, group_ids).to(
+            result.advantages
+        )
+        local = rank_slice(len(group_ids), self.accelerator.num_processes, self.accelerator.process_index)
         output["advantages"] = advantages[local]
 
         rewards = result.rewards.cpu().numpy().astype(np.float64)
-        self._record_allocation(prompt_ids, counts, success_rates, group_ids, rewards)
-        if plan is None:
-            self.prompt_statistics.update(prompt_ids[group_ids], rewards)
-        else:  # every completion generated is evidence, counted once per step
-            all_rewards = total_rewards(plan.generated.all_rewards_per_func, self.reward_weights)
-            self.prompt_statistics.update(prompt_ids[plan.generated.all_group_ids], all_rewards)
-            self._log_rounds(plan)
-        self._log_allocation(counts, group_ids, rewards, result, advantages, success_rates, solve_seconds)
+        self._record_allocation(record.prompt_ids, counts, record.success_rates, group_ids, rewards)
+        self.prompt_statistics.update(record.prompt_ids[record.group_ids], record.rewards)  # every completion
+        if self.accelerator.is_main_process:
+            self.procedure.end_step(outcome)  # the procedure's and allocator's state move once per step
+        self._log_rounds(outcome)
+        self._log_allocation(counts, group_ids, rewards, result, advantages, record.success_rates, outcome.seconds)
         return output
 
     def _generate(self, prompts):
@@ -303,14 +350,28 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
         self._generation_seconds += time.perf_counter() - start
         return output
 
-    def _log_rounds(self, plan) -> None:
+    def _log_rounds(self, outcome: Outcome) -> None:
+        """The procedure's metrics; for batches sampled in rounds, what was generated against what was trained."""
         metrics = self._metrics["train"]
-        generated = len(plan.generated.samples)
-        for name, value in plan.metrics.items():
+        record = outcome.record
+        for name, value in record.metrics.items():
             metrics[name].append(value)
-        metrics["rounds/generated"].append(float(generated))
-        metrics["rounds/trained"].append(float(len(plan.selected)))
-        metrics["rounds/inference_ratio"].append(generated / len(plan.selected))
+        generated, trained = len(record.rewards), len(outcome.selected)
+        if len(record.round_sizes) > 1 or generated != trained:
+            metrics["rounds/per_step"].append(float(len(record.round_sizes)))
+            metrics["rounds/generated"].append(float(generated))
+            metrics["rounds/trained"].append(float(trained))
+            metrics["rounds/inference_ratio"].append(generated / trained)
+        if record.metrics.get("dynamic_sampling/filled", 0) and not self._warned_dynamic_fill:
+            warnings.warn(
+                f"Dynamic sampling: after {self.args.dynamic_sampling_max_rounds} extra round(s) the batch still "
+                f"lacked {int(record.metrics['dynamic_sampling/filled'])} of {trained} completions with signal; they "
+                "were filled with completions of dropped (all-correct or all-wrong) groups with advantage weight 0, "
+                "so they add no gradient. Logged as dynamic_sampling/filled; raise dynamic_sampling_max_rounds if "
+                "this happens often. (Warned once.)",
+                stacklevel=3,
+            )
+            self._warned_dynamic_fill = True
 
     def _save_checkpoint(self, model, trial):
         """Writes ``adaptive_state.json`` FIRST, then lets TRL write the rest; see ``checkpoint.py`` for why this order
@@ -359,42 +420,6 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
             )
         return rows[::num_generations]
 
-    def _allocate(self, prompt_ids: np.ndarray, total: int) -> tuple[np.ndarray, np.ndarray | None, np.ndarray, float]:
-        """Solve on the main process only and broadcast, so every rank dispatches the same jobs."""
-        payload: list[Any] = [None]
-        if self.accelerator.is_main_process:
-            stats = self.prompt_statistics.batch(prompt_ids)
-            start = time.perf_counter()
-            counts = self.allocator.allocate(stats.success_rate, total, stats=stats)
-            weights = self.allocator.completion_weights(counts, stats)
-            payload = [(counts, weights, stats.success_rate, time.perf_counter() - start)]
-        if self.accelerator.num_processes > 1:
-            broadcast_object_list(payload, from_process=0)
-        return payload[0]
-
-    def _allocate_paced(self, prompt_ids: np.ndarray, total: int) -> tuple:
-        """CERO with pacing (main process, broadcast): skip the batch's prompts the price rules out, draw others."""
-        cero, store = self.allocator, self.prompt_statistics
-        payload: list[Any] = [None]
-        if self.accelerator.is_main_process:
-            start = time.perf_counter()
-            examined = prompt_ids
-            for draw_round in range(cero.max_draw_rounds):
-                supply = int(cero.wanted(store.batch(examined)).sum()) * cero.max_rollouts
-                if supply >= total:
-                    break
-                number = 2 * -(-(total - supply) // cero.max_rollouts)  # twice what is missing: not all are wanted
-                drawn = draw_prompt_ids(self, examined, number, salt=(3, draw_round))
-                if len(drawn) == 0:
-                    break
-                examined = np.concatenate([examined, drawn])
-            stats = store.batch(examined)
-            counts = cero.allocate_paced(stats, total, num_sampled=len(prompt_ids))
-            payload = [(examined, counts, None, stats.success_rate, time.perf_counter() - start)]
-        if self.accelerator.num_processes > 1:
-            broadcast_object_list(payload, from_process=0)
-        return payload[0]
-
     def _all_prompt_ids(self) -> np.ndarray:
         return np.asarray(self.train_dataset[self.args.prompt_id_column], dtype=np.int64)
 
@@ -440,8 +465,6 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
         self._generation_seconds = 0.0
         for bucket, number in prompts_per_status(success_rates).items():
             metrics[f"prompt_status/{bucket}"].append(float(number))
-        for name, value in self.allocator.metrics().items():
-            metrics[f"allocation/{name}"].append(float(value))
         # TRL grouped by view(-1, G); replace its figure by the same quantity over the real groups.
         metrics["frac_reward_zero_std"][-1] = result.zero_std_fraction
         self._logs["advantages"].clear()
@@ -479,7 +502,8 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
     def save_adaptive_state(self, folder: str) -> str:
         """Write statistics, allocator state and epoch bookkeeping to ``folder/adaptive_state.json`` atomically."""
         state = {
-            "allocator": {"name": self.allocator.name, "state": self.allocator.state_dict()},
+            "allocator": {"name": self.allocator.name, "state": self._allocator_state()},
+            "procedure": self.procedure.state_dict(),
             "statistics": self.prompt_statistics.state_dict(),
             "epochs_closed": self._epochs_closed,
         }
@@ -495,7 +519,9 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
             )
         try:
             self.prompt_statistics.load_state_dict(state["statistics"])
-            self.allocator.load_state_dict(state["allocator"]["state"])
+            if isinstance(self.allocator, Allocator):
+                self.allocator.load_state_dict(state["allocator"]["state"])
+            self.procedure.load_state_dict(state.get("procedure", {}))
         except (KeyError, TypeError, ValueError) as error:
             raise ValueError(
                 f"{path}: cannot restore the per-prompt statistics ({error}). Resume from an earlier checkpoint, or "
@@ -506,6 +532,9 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
         self.prompt_statistics.set_fingerprints(self.train_dataset[self.args.prompt_id_column], self._fingerprints)
         self._epochs_closed = int(state.get("epochs_closed", self.prompt_statistics.epoch))
         self.refresh_success_rate_column()
+
+    def _allocator_state(self) -> dict[str, Any]:
+        return self.allocator.state_dict() if isinstance(self.allocator, Allocator) else {}
 
     def save_final_statistics(self) -> None:
         """Write the store to ``output_dir/prompt_statistics.json`` (main process), atomically."""
@@ -553,3 +582,10 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
         super().create_model_card(model_name=model_name, dataset_name=dataset_name, tags=tags)
         if self.is_world_process_zero():
             extend_model_card(os.path.join(self.args.output_dir, "README.md"), self, statistics_repo_id)
+
+
+def _innermost(procedure: Procedure) -> Procedure:
+    """The procedure a wrapper (dynamic sampling) wraps, all the way in."""
+    while hasattr(procedure, "inner"):
+        procedure = procedure.inner
+    return procedure

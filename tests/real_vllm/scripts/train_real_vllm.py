@@ -45,6 +45,14 @@ FAMILIES = {
         "dynamic_sampling_max_rounds": 1,
     },
     "cero": {"allocator": "cero", "max_rollouts": 8, "allocator_kwargs": {"eta_mu": 1.0}},
+    # Est's weights under dynamic sampling (prompts drawn in a later round keep theirs), and Pilot-Commit:
+    "dynamic_est": {
+        "allocator": "reinforce_ada_est",
+        "max_rollouts": 8,
+        "dynamic_sampling": True,
+        "dynamic_sampling_max_rounds": 1,
+    },
+    "pilot_commit": {"allocator": "pilot_commit", "allocator_kwargs": {"pilot_rollouts": 2, "max_rollouts": 8}},
     "uniform": {"allocator": "uniform"},
 }
 PROBE = [{"role": "user", "content": "What is the capital of Japan?"}]

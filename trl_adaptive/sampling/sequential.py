@@ -1,6 +1,6 @@
-"""Allocation in rounds inside one generation batch: Reinforce-Ada Seq (arXiv 2510.04996, Sec. 3.2), DAPO's filter.
+"""Reinforce-Ada Seq (arXiv 2510.04996, Sec. 3.2): sampling in rounds until each prompt's exit rule holds.
 
-A plan-ahead allocator fixes every count before anything is sampled. Reinforce-Ada Seq instead samples in rounds and
+A plan-ahead allocation fixes every count before anything is sampled. Reinforce-Ada Seq instead samples in rounds and
 lets each prompt's own results decide whether it gets more ("sample until a condition holds", so the number of draws
 adapts to the unknown p without estimating it). Inside one generation batch of M prompts, group size n and training
 budget B = n M::
@@ -23,10 +23,6 @@ completions and generates between B and ``inference_cap`` * B. Rewards may be an
 when its reward is >= the success threshold (:func:`is_success`, the same rule as ``PromptStatistics``), never by
 "reward std != 0", so shaped rewards with noise do not pass for signal.
 
-:func:`dynamic_sampling_keep` is DAPO's filter (a group is kept when it is mixed by the same success rule); the
-trainer's round loop (``trl_adaptive/trainer/rounds.py``) and the simulator (``trl_adaptive/sim.py``) draw further
-prompts for the dropped groups.
-
 Differences from the official code (``RLHFlow/Reinforce-Ada``, branch ``main``), all on purpose:
 
 - selection is uniform at random within each kind (seeded), not first-come (``cache[:k]``), which favours the fastest
@@ -41,70 +37,31 @@ Differences from the official code (``RLHFlow/Reinforce-Ada``, branch ``main``),
 from __future__ import annotations
 
 import math
+from collections.abc import Generator
 from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 
-from .base import Allocator, PromptBatchStats, largest_remainder, register_allocator
-
-
-def is_success(rewards: np.ndarray | list[float], threshold: float) -> np.ndarray:
-    """``(K,)`` bool: reward >= ``threshold``; NaN (no reward function scored it) is never a success.
-
-    The one success rule of the package (``PromptStatistics`` counts the same way), used on any float reward.
-
-    Example:
-        >>> is_success(np.array([1.0, 0.0, 0.7, float("nan"), 2.5]), threshold=0.7).tolist()
-        [True, False, True, False, True]
-    """
-    r = np.asarray(rewards, dtype=np.float64)
-    if not math.isfinite(threshold):
-        raise ValueError(f"threshold={threshold!r}: the success threshold must be a finite number (e.g. 1.0).")
-    with np.errstate(invalid="ignore"):
-        return np.greater_equal(r, threshold) & ~np.isnan(r)
-
-
-def dynamic_sampling_keep(success: np.ndarray, group_ids: np.ndarray, num_groups: int) -> np.ndarray:
-    """``(num_groups,)`` bool: True for groups that are mixed (at least one success and one failure).
-
-    DAPO's dynamic sampling keeps exactly these groups and drops the all-correct and all-wrong ones, whose GRPO
-    advantages are all 0. A group with no completion in ``group_ids`` is not kept.
-
-    Args:
-        success: ``(K,)`` bool per completion (from :func:`is_success`).
-        group_ids: ``(K,)`` int, the group (prompt index) of each completion, in ``[0, num_groups)``.
-        num_groups: number of groups.
-
-    Example:
-        >>> success = np.array([True, False, True, True, False, False])
-        >>> dynamic_sampling_keep(success, np.array([0, 0, 1, 1, 2, 2]), num_groups=4).tolist()
-        [True, False, False, False]
-    """
-    success = _as_success(success)
-    group_ids = _as_group_ids(group_ids, len(success), num_groups)
-    correct = np.bincount(group_ids, weights=success, minlength=num_groups)
-    total = np.bincount(group_ids, minlength=num_groups)
-    return (correct > 0) & (correct < total)
+from .base import BatchContext, BatchRecord, Procedure, Round
+from .rules import _as_counts, _as_group_ids, _as_success, _is_int, is_success
 
 
 @dataclass
-class SequentialAllocator(Allocator):
-    """Base of round-based strategies (Reinforce-Ada Seq): subclasses set ``name`` and implement :meth:`is_done`.
+class Sequential(Procedure):
+    """Base of Reinforce-Ada Seq's procedures: subclasses set ``name`` and implement :meth:`is_done`.
 
     Inside one generation batch: round 1 gives every prompt max(round_size, group_size) completions; each later round
     gives every still-active prompt round_size more, up to max_rollouts per prompt in total and an inference cap per
-    batch; then exactly group_size completions per prompt are selected for training (:meth:`select`). The trainer
-    drives the loop::
+    batch; then exactly group_size completions per prompt are selected for training (:meth:`select`)::
 
         successes = attempts = zeros(M); generated = 0
-        while (counts := allocator.round_counts(successes, attempts, n, generated, budget)).sum() > 0:
-            generate counts[i] completions for prompt i; score them
-            successes += correct per prompt; attempts += scored per prompt; generated += counts.sum()
-        selected = allocator.select(is_success(all rewards, threshold), all group ids, M, n, rng)
+        while (counts := seq.round_counts(successes, attempts, n, generated, budget)).sum() > 0:
+            yield Round(prompts, counts)          # the driver generates and scores them
+            successes, attempts, generated = what the batch's record now holds
+        return seq.select(is_success(all rewards, threshold), all group ids, M, n, rng)
 
     Args:
-        min_rollouts: only for the contract's :meth:`allocate` (>= 2).
         max_rollouts: N_max, the most completions one prompt gets over all rounds of a batch (default 32: the
             official 4 rounds of 8). Must be >= ``round_size`` and >= the group size.
         round_size: k, completions per active prompt per round (default 8, official ``round_repeat``).
@@ -118,11 +75,8 @@ class SequentialAllocator(Allocator):
     group is still unmixed gain the most from more samples, and among them the rarer success (the harder prompt) is
     what Reinforce-Ada samples for.
 
-    ``allocate(success_rates, budget)`` (the plan-ahead contract every allocator meets) returns the uniform counts
-    B / M: a round allocator has no plan ahead of sampling; the trainer calls :meth:`round_counts` instead.
-
     Example:
-        >>> seq = ReinforceAdaSeqPosAllocator(round_size=4, max_rollouts=12)
+        >>> seq = ReinforceAdaSeqPos(round_size=4, max_rollouts=12)
         >>> seq.round_counts(np.zeros(3), np.zeros(3), group_size=4, generated_so_far=0, budget=12).tolist()
         [4, 4, 4]
         >>> seq.round_counts(np.array([2, 0, 0]), np.array([4, 4, 4]), 4, 12, 12).tolist()  # prompt 0 is done
@@ -131,12 +85,17 @@ class SequentialAllocator(Allocator):
         [0, 4, 0]
     """
 
+    name: ClassVar[str] = ""
+    trains_all_generated: ClassVar[bool] = False
+    baseline_from_all: ClassVar[bool] = True
+
     max_rollouts: int = 32
     round_size: int = 8
     inference_cap: float = 4.0
 
     def __post_init__(self) -> None:
-        super().__post_init__()
+        if not _is_int(self.max_rollouts) or self.max_rollouts < 2:
+            raise ValueError(f"max_rollouts={self.max_rollouts!r}: must be an integer >= 2.")
         if not _is_int(self.round_size) or self.round_size < 1:
             raise ValueError(
                 f"round_size={self.round_size!r}: must be an integer >= 1 (completions per active prompt per "
@@ -156,10 +115,27 @@ class SequentialAllocator(Allocator):
         if not math.isfinite(cap):
             raise ValueError(f"inference_cap={cap!r}: must be finite; use max_rollouts * M / budget for no cap.")
 
-    # -- the contract -----------------------------------------------------------------------------------------------
-    def _allocate(self, success_rates: np.ndarray, budget: int, stats: PromptBatchStats) -> np.ndarray:
-        num_prompts = len(success_rates)
-        return largest_remainder(np.full(num_prompts, budget / num_prompts), budget)
+    # -- the procedure ----------------------------------------------------------------------------------------------
+    def check(self, num_prompts: int, budget: int, group_size: int) -> None:
+        self._check_group_size(group_size)
+
+    def rounds(self, ctx: BatchContext, record: BatchRecord) -> Generator[Round, None, np.ndarray]:
+        ids, n = ctx.prompt_ids, ctx.group_size
+        successes, attempts, generated = np.zeros(len(ids)), np.zeros(len(ids)), 0
+        while (counts := self.round_counts(successes, attempts, n, generated, ctx.budget)).sum() > 0:
+            yield Round(ids, counts)
+            successes, attempts = record.successes(ids), record.attempts(ids)
+            generated = int(record.counts(ids).sum())
+        done = self.is_done(successes, attempts, n)
+        record.metrics.update(
+            {
+                "rounds/prompts_finished": float(done.sum()),
+                "rounds/prompts_unfinished": float((~done).sum()),
+                "rounds/inference_cap": float(self.inference_cap * ctx.budget),
+            }
+        )
+        success = is_success(record.rewards, ctx.success_threshold)
+        return self.select(success, record.group_ids, len(record.prompt_ids), n, ctx.rng)
 
     # -- the rounds -------------------------------------------------------------------------------------------------
     def is_done(self, successes: np.ndarray, attempts: np.ndarray, group_size: int) -> np.ndarray:
@@ -251,7 +227,7 @@ class SequentialAllocator(Allocator):
             ``(n M,)`` int64 indices into the generated completions.
 
         Example:
-            >>> seq = ReinforceAdaSeqBalanceAllocator()
+            >>> seq = ReinforceAdaSeqBalance()
             >>> success = np.array([1, 0, 0, 0, 0, 1, 1, 1], dtype=bool)  # prompt 0: 1 of 4 correct; prompt 1: 3 of 4
             >>> picked = seq.select(success, np.array([0, 0, 0, 0, 1, 1, 1, 1]), 2, 2, np.random.default_rng(0))
             >>> success[picked].tolist()  # one correct and one incorrect for each prompt
@@ -294,16 +270,15 @@ class SequentialAllocator(Allocator):
             )
 
 
-@register_allocator
 @dataclass
-class ReinforceAdaSeqPosAllocator(SequentialAllocator):
+class ReinforceAdaSeqPos(Sequential):
     """Reinforce-Ada Seq-Pos: a prompt is done once it has >= K correct completions (K = ``min_successes``).
 
     Samples until a success shows up (the official ``positive_focused``): expected draws about K / p, capped at
     N_max, so hard prompts get up to N_max and solved ones stop after round 1.
 
     Example:
-        >>> pos = ReinforceAdaSeqPosAllocator(min_successes=2)
+        >>> pos = ReinforceAdaSeqPos(min_successes=2)
         >>> pos.is_done(np.array([0, 1, 2, 8]), np.array([8, 8, 16, 8]), group_size=4).tolist()
         [False, False, True, True]
     """
@@ -325,9 +300,8 @@ class ReinforceAdaSeqPosAllocator(SequentialAllocator):
         return s >= self.min_successes
 
 
-@register_allocator
 @dataclass
-class ReinforceAdaSeqBalanceAllocator(SequentialAllocator):
+class ReinforceAdaSeqBalance(Sequential):
     """Reinforce-Ada Seq-Balance: done once a prompt has >= h correct AND >= h incorrect, h = max(1, floor(n / 2)).
 
     Collects both kinds, so hard prompts sample until successes show up and easy ones until failures do (the paper's
@@ -336,7 +310,7 @@ class ReinforceAdaSeqBalanceAllocator(SequentialAllocator):
     slot from the incorrect side when both kinds suffice.
 
     Example:
-        >>> bal = ReinforceAdaSeqBalanceAllocator()
+        >>> bal = ReinforceAdaSeqBalance()
         >>> bal.is_done(np.array([4, 3, 8, 2]), np.array([8, 8, 8, 4]), group_size=4).tolist()
         [True, True, False, True]
     """
@@ -350,56 +324,4 @@ class ReinforceAdaSeqBalanceAllocator(SequentialAllocator):
         return (s >= half) & (a - s >= half)
 
 
-# -- validation helpers -----------------------------------------------------------------------------------------------
-def _is_int(value: object) -> bool:
-    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
-
-
-def _as_counts(successes: np.ndarray, attempts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    s = np.asarray(successes, dtype=np.float64)
-    a = np.asarray(attempts, dtype=np.float64)
-    if s.ndim != 1 or s.shape != a.shape:
-        raise ValueError(f"successes and attempts must be 1-D of the same shape, got {s.shape} and {a.shape}.")
-    if not (np.all(np.isfinite(s)) and np.all(np.isfinite(a))):
-        raise ValueError("successes and attempts must be finite counts.")
-    if np.any(s < 0) or np.any(s > a):
-        bad = np.flatnonzero((s < 0) | (s > a))[:5]
-        raise ValueError(
-            f"need 0 <= successes <= attempts per prompt; prompts {bad.tolist()} have successes "
-            f"{s[bad].tolist()} and attempts {a[bad].tolist()}."
-        )
-    return s, a
-
-
-def _as_success(success: np.ndarray) -> np.ndarray:
-    arr = np.asarray(success)
-    if arr.ndim != 1:
-        raise ValueError(f"success must be a 1-D array, got shape {arr.shape}.")
-    if arr.dtype == np.bool_:
-        return arr
-    if np.issubdtype(arr.dtype, np.integer) and np.all((arr == 0) | (arr == 1)):
-        return arr.astype(bool)
-    raise ValueError(
-        f"success must be a bool array (or 0/1 integers), got dtype {arr.dtype}. Apply the success rule to float "
-        "rewards first: is_success(rewards, threshold)."
-    )
-
-
-def _as_group_ids(group_ids: np.ndarray, size: int, num_groups: int) -> np.ndarray:
-    g = np.asarray(group_ids)
-    if g.shape != (size,) or (size and not np.issubdtype(g.dtype, np.integer)):
-        raise ValueError(f"group_ids must be an integer array of shape ({size},), got {g.dtype} {g.shape}.")
-    if not _is_int(num_groups) or num_groups < 0:
-        raise ValueError(f"num_groups={num_groups!r}: must be an integer >= 0.")
-    if size and (g.min() < 0 or g.max() >= num_groups):
-        raise ValueError(f"group_ids must lie in [0, {num_groups}); got values in [{g.min()}, {g.max()}].")
-    return g.astype(np.int64)
-
-
-__all__ = [
-    "ReinforceAdaSeqBalanceAllocator",
-    "ReinforceAdaSeqPosAllocator",
-    "SequentialAllocator",
-    "dynamic_sampling_keep",
-    "is_success",
-]
+__all__ = ["ReinforceAdaSeqBalance", "ReinforceAdaSeqPos", "Sequential"]

@@ -1,0 +1,116 @@
+"""DAPO's dynamic sampling (arXiv 2503.14476) around any procedure that trains what it generates."""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..allocation.base import Allocator
+from .base import BatchContext, BatchRecord, Outcome, Procedure, Round, relay
+from .rules import dynamic_sampling_keep, is_success
+
+
+@dataclass
+class DynamicSampling(Procedure):
+    """Keep the mixed groups, draw further prompts for the rest, at most ``max_rounds`` extra rounds per batch.
+
+    One batch: the ``inner`` procedure samples the batch's prompts (e.g. knapsack's plan); groups whose completions
+    are all successes or all failures by the success rule are dropped; while the kept groups hold fewer than B
+    completions and fewer than ``max_rounds`` extra rounds were taken, further prompts are drawn from the training
+    data (``ctx.draw_prompts``: about one per ``group_size`` missing completions, enough to hold them within
+    max_rollouts), the inner procedure samples them with the missing completions as its budget, and their mixed
+    groups are kept. Kept completions are trained on in generation order, up to B. A batch still short is filled
+    with completions of dropped groups, whose advantage weight is set to 0: they add no gradient whatever the reward
+    (with shaped rewards an "all correct" group can still have reward variance), as zero-std groups in GRPO.
+
+    Args:
+        inner: a procedure, an allocator, or a registered allocator name (planned ahead). It must train every
+            completion it generates: Reinforce-Ada Seq, which selects, is refused.
+        max_rounds: the most extra rounds per batch (the trainer's ``dynamic_sampling_max_rounds``).
+    """
+
+    inner: Procedure | Allocator | str = "uniform"
+    max_rounds: int = 3
+
+    def __post_init__(self) -> None:
+        from . import as_procedure  # the package's resolver; a module-level import would be circular
+
+        if isinstance(self.max_rounds, bool) or not isinstance(self.max_rounds, int) or self.max_rounds < 0:
+            raise ValueError(f"max_rounds={self.max_rounds!r}: must be an integer >= 0 (extra rounds per step).")
+        self.inner = as_procedure(self.inner)
+        if not self.inner.trains_all_generated:
+            raise ValueError(
+                f"dynamic_sampling=True with {type(self.inner).__name__}: it selects which completions to train on "
+                "(Reinforce-Ada Seq already samples until each prompt shows signal), so there is nothing for "
+                "dynamic sampling to keep or drop. Use dynamic_sampling with a plan-ahead allocator (knapsack, "
+                "uniform, reinforce_ada_est, bayes_knapsack, cero) or a pilot round, or drop it."
+            )
+
+    @property
+    def allocator(self) -> Allocator | None:
+        return self.inner.allocator
+
+    @property
+    def max_rollouts(self) -> int:
+        return self.inner.max_rollouts
+
+    @property
+    def min_rollouts(self) -> int:
+        return getattr(self.inner, "min_rollouts", 1)
+
+    def check(self, num_prompts: int, budget: int, group_size: int) -> None:
+        self.inner.check(num_prompts, budget, group_size)
+
+    def end_step(self, outcome: Outcome) -> None:
+        self.inner.end_step(outcome)
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.inner.state_dict()
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.inner.load_state_dict(state)
+
+    def rounds(self, ctx: BatchContext, record: BatchRecord) -> Generator[Round, None, np.ndarray]:
+        yield from relay(self.inner.rounds(ctx, record))
+        low, drawn, extra = max(self.min_rollouts, 1), 0, 0
+        while (missing := ctx.budget - len(self._kept(record))) > 0 and extra < self.max_rounds:
+            number = min(max(1, missing // ctx.group_size), missing // low)
+            number = max(number, -(-missing // self.max_rollouts))  # enough prompts to hold `missing` within N_up
+            if number == 0 or number * low > missing:
+                break
+            ids = ctx.draw_prompts(record.prompt_ids, number)
+            if len(ids) < number:
+                break
+            try:
+                self.inner.check(len(ids), missing, ctx.group_size)
+            except ValueError:
+                break
+            extra, drawn = extra + 1, drawn + len(ids)
+            yield from relay(self.inner.rounds(ctx.replace(prompt_ids=ids, budget=missing), record))
+        kept = self._kept(record)[: ctx.budget]
+        mixed = self._mixed(record)
+        fill = np.flatnonzero(~mixed[record.group_ids])[: ctx.budget - len(kept)]
+        if len(fill):
+            record.set_weights(record.prompt_ids[np.unique(record.group_ids[fill])], 0.0)
+        record.metrics.update(
+            {
+                "dynamic_sampling/groups_dropped": float(np.sum(~mixed & (record.counts() > 0))),
+                "dynamic_sampling/prompts_drawn": float(drawn),
+                "dynamic_sampling/filled": float(len(fill)),
+            }
+        )
+        return np.concatenate([kept, fill])
+
+    @staticmethod
+    def _mixed(record: BatchRecord) -> np.ndarray:
+        success = is_success(record.rewards, record.success_threshold)
+        return dynamic_sampling_keep(success, record.group_ids, len(record.prompt_ids))
+
+    def _kept(self, record: BatchRecord) -> np.ndarray:
+        return np.flatnonzero(self._mixed(record)[record.group_ids])
+
+
+__all__ = ["DynamicSampling"]
