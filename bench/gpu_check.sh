@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# The GPU check of the real-vLLM path, prepared for ONE H100/H200 machine with no network, in about 8 minutes:
+# The GPU check of the real-vLLM path, prepared for ONE H100/H200 machine with no network, in about 9 minutes:
+#   0. every sampling procedure through AdaptiveGRPOTrainer on the GPU with transformers generate, and uniform
+#      against GRPOTrainer (needs torch, trl, datasets and this package only; ran on an H200, docs/benchmarks.md);
 #   1. request shapes: 256 prompts x 8 as one request of 2048 rows with n=1 (what the trainer sends) vs 256 prompts
 #      with n=8 (what GRPO sends), equal tokens, prefix caching on;
 #   2. the trainer with vLLM colocate on the GPU: knapsack and uniform, each paired against GRPOTrainer (step time);
@@ -22,6 +24,10 @@ fi
 echo "model: $MODEL"
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
 $PY -c "import torch, vllm, trl; print('torch', torch.__version__, 'vllm', vllm.__version__, 'trl', trl.__version__)" | tee -a "$OUT/gpu.txt"
+
+echo "== 0. every sampling procedure through the trainer on the GPU, transformers generate (about 1 min)"
+timeout 200 $PY bench/gpu_procedures.py --output "$OUT/procedures.json"
+echo "rc=$?"
 
 echo "== 1. request shapes (about 2 min)"
 timeout 240 $PY bench/bench_vllm.py requests --model "$MODEL" --device cuda --prompts 256 --generations 8 \

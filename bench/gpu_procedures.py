@@ -20,16 +20,8 @@ import time
 import traceback
 from pathlib import Path
 
-import torch
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
-
-from tiny_model import build_tiny_model  # noqa: E402
-from trainer_helpers import make_dataset, reward_has_vowel_e, reward_length  # noqa: E402
-from trl import GRPOConfig, GRPOTrainer  # noqa: E402
-
-from trl_adaptive import AdaptiveGRPOConfig, AdaptiveGRPOTrainer  # noqa: E402
 
 FAMILIES = {
     "knapsack": {"allocator": "knapsack", "max_rollouts": 6},
@@ -65,6 +57,10 @@ def settings(output_dir: str, **overrides) -> dict:
 
 
 def run_family(model: str, name: str, out: str) -> dict:
+    from trainer_helpers import make_dataset, reward_has_vowel_e
+
+    from trl_adaptive import AdaptiveGRPOConfig, AdaptiveGRPOTrainer
+
     args = AdaptiveGRPOConfig(**settings(out), **FAMILIES[name])
     trainer = AdaptiveGRPOTrainer(
         model=model, reward_funcs=reward_has_vowel_e, args=args, train_dataset=make_dataset(16)
@@ -96,6 +92,12 @@ def run_family(model: str, name: str, out: str) -> dict:
 
 def uniform_vs_grpo(model: str, out: str) -> dict:
     """GRPOTrainer twice (the device's own run-to-run noise) and AdaptiveGRPOTrainer(allocator="uniform")."""
+    import torch
+    from trainer_helpers import make_dataset, reward_has_vowel_e, reward_length
+    from trl import GRPOConfig, GRPOTrainer
+
+    from trl_adaptive import AdaptiveGRPOConfig, AdaptiveGRPOTrainer
+
     params = []
     for name in ("grpo", "grpo_again", "uniform"):
         kwargs = settings(os.path.join(out, name))
@@ -114,10 +116,17 @@ def uniform_vs_grpo(model: str, out: str) -> dict:
     }
 
 
-def main() -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--output", default="out/gpu_procedures.json")
-    cli = parser.parse_args()
+    return parser
+
+
+def main() -> None:
+    import torch
+    from tiny_model import build_tiny_model
+
+    cli = build_parser().parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     report: dict = {"cuda": torch.cuda.is_available()}
     if torch.cuda.is_available():

@@ -13,6 +13,7 @@ REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "bench" / "gpu_check.sh"
 PARSERS = {
     "bench/bench_vllm.py": REPO / "bench" / "bench_vllm.py",
+    "bench/gpu_procedures.py": REPO / "bench" / "gpu_procedures.py",
     "tests/real_vllm/scripts/train_real_vllm.py": REPO / "tests" / "real_vllm" / "scripts" / "train_real_vllm.py",
 }
 
@@ -40,7 +41,8 @@ def _python_commands() -> list[list[str]]:
 def test_gpu_check_parses_and_its_commands_match_the_scripts():
     subprocess.run(["bash", "-n", str(SCRIPT)], check=True)
     commands = _python_commands()
-    assert {c[0] for c in commands} == set(PARSERS)  # the requests and trainer benches, the server-mode run
-    assert len(commands) == 3
+    # the procedures on the GPU, the requests and trainer benches, the server-mode run
+    assert {c[0] for c in commands} == set(PARSERS)
+    assert len(commands) == 4
     for command in commands:
         _parser(PARSERS[command[0]]).parse_args(command[1:])  # SystemExit on an unknown or malformed flag
