@@ -128,10 +128,6 @@ def test_unsupported_features_fail_at_construction(tiny_model_dir, tmp_path):
     iterable = IterableDataset.from_generator(lambda: iter([{"prompt": "a"}]))
     with pytest.raises(TypeError, match="map-style datasets.Dataset"):
         _trainer(tiny_model_dir, tmp_path, iterable)
-    with pytest.raises(NotImplementedError, match="rollout_func"):
-        _trainer(tiny_model_dir, tmp_path, rollout_func=lambda prompts, trainer: {})
-    with pytest.raises(NotImplementedError, match="tools"):
-        _trainer(tiny_model_dir, tmp_path, tools=[len])
     with pytest.raises(NotImplementedError, match="multimodal"):
         _trainer(tiny_model_dir, tmp_path, Dataset.from_dict({"prompt": ["a"], "image": [None]}))
     with pytest.raises(TypeError, match="AdaptiveGRPOConfig"):

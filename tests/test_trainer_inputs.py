@@ -174,19 +174,16 @@ def test_a_dataset_smaller_than_one_generation_batch_is_an_error(tiny_model_dir,
         _build(tiny_model_dir, tmp_path, make_dataset(1))
 
 
-def test_unsupported_features_are_rejected_when_passed_positionally(tiny_model_dir, tmp_path):
+def test_environments_owning_the_data_are_refused_also_when_passed_positionally(tiny_model_dir, tmp_path):
     import inspect
 
     from trl import GRPOTrainer
 
     names = list(inspect.signature(GRPOTrainer.__init__).parameters)[5:]
     args = AdaptiveGRPOConfig(**tiny_config_kwargs(str(tmp_path)))
-    for feature in ("rollout_func", "tools", "environment_factory"):
-        if feature not in names:
-            continue
-        positional = [None] * names.index(feature) + [[lambda x: x]]
-        with pytest.raises(NotImplementedError, match=feature):
-            AdaptiveGRPOTrainer(str(tiny_model_dir), reward_has_vowel_e, args, make_dataset(8), *positional)
+    positional = [None] * names.index("environment_factory") + [lambda: None]
+    with pytest.raises(ValueError, match="environment_factory without a train_dataset"):
+        AdaptiveGRPOTrainer(str(tiny_model_dir), reward_has_vowel_e, args, None, *positional)
 
 
 def test_cero_plans_for_the_runs_epochs_and_logs_its_price(tiny_model_dir, tmp_path):

@@ -76,6 +76,12 @@ def test_grpo_internals_we_read_still_exist():
     parent = inspect.getsource(GRPOTrainer._generate_and_score_completions)
     assert parent.count("self._generate(prompts)") == 1
     assert parent.count("self._calculate_rewards(") == 1
+    # A round (rounds.run_round) runs the parent up to its _generate call and stops there: nothing before that call
+    # may talk across ranks, or the ranks would part ways; and it merges a rollout_func's extra fields as TRL does.
+    before_generate = parent[: parent.index("self._generate(prompts)")]
+    for collective in ("gather", "broadcast", "reduce", "wait_for_everyone", "all_"):
+        assert collective not in before_generate, collective
+    assert "inp[key] = values[i]" in parent
     # ... and relies on the shape of what _generate returns.
     assert (
         "return prompt_ids, completion_ids, tool_mask, completions, logprobs, extra_fields, images, tool_images"

@@ -9,6 +9,8 @@ CHAT_TEMPLATE = (
     "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|pad|>"]
+# Tool calling: the tokens of TRL's Qwen3 template, which TRL knows how to parse responses of.
+TOOL_TOKENS = ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<think>", "</think>"]
 CORPUS = [
     "What is 2 + 3? The answer is 5.",
     "Solve for x: x * 7 = 42, so x = 6.",
@@ -17,8 +19,12 @@ CORPUS = [
 ]
 
 
-def build_tiny_model(output_dir: str | Path, seed: int = 0) -> Path:
-    """Write a 2-layer Qwen2 (about 30k parameters) and its tokenizer to ``output_dir``; return the path."""
+def build_tiny_model(output_dir: str | Path, seed: int = 0, tool_calling: bool = False) -> Path:
+    """Write a 2-layer Qwen2 (about 30k parameters) and its tokenizer to ``output_dir``; return the path.
+
+    ``tool_calling=True``: the tokenizer also has the tool-call tokens and TRL's Qwen3 chat template, so
+    ``GRPOTrainer(tools=...)`` can render tools and parse tool calls offline.
+    """
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import GenerationConfig, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
@@ -29,7 +35,9 @@ def build_tiny_model(output_dir: str | Path, seed: int = 0) -> Path:
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     bpe.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=376, special_tokens=SPECIAL_TOKENS, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+        vocab_size=376,
+        special_tokens=SPECIAL_TOKENS + (TOOL_TOKENS if tool_calling else []),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
     )
     bpe.train_from_iterator(CORPUS, trainer=trainer)
     tokenizer = PreTrainedTokenizerFast(
@@ -41,6 +49,10 @@ def build_tiny_model(output_dir: str | Path, seed: int = 0) -> Path:
         padding_side="left",
     )
     tokenizer.chat_template = CHAT_TEMPLATE
+    if tool_calling:
+        import trl
+
+        tokenizer.chat_template = (Path(trl.__file__).parent / "chat_templates" / "qwen3.jinja").read_text()
     tokenizer.save_pretrained(output_dir)
 
     torch.manual_seed(seed)
@@ -51,7 +63,7 @@ def build_tiny_model(output_dir: str | Path, seed: int = 0) -> Path:
         num_hidden_layers=2,
         num_attention_heads=2,
         num_key_value_heads=1,
-        max_position_embeddings=512,
+        max_position_embeddings=4096 if tool_calling else 512,  # a rendered tool schema is long
         tie_word_embeddings=True,
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,

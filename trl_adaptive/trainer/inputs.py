@@ -76,12 +76,12 @@ def reject_unsupported_features(
     """Fail at construction for TRL features whose data path this trainer does not (yet) serve."""
     names = list(inspect.signature(GRPOTrainer.__init__).parameters)[5:]  # after self, model, reward_funcs, args, ds
     passed = dict(zip(names, positional, strict=False)) | kwargs
-    for name in ("rollout_func", "tools", "environment_factory"):
-        if passed.get(name) is not None:
-            raise NotImplementedError(
-                f"AdaptiveGRPOTrainer does not support `{name}` yet: its rollouts bypass the per-prompt allocation. "
-                "Use GRPOTrainer for this run."
-            )
+    if passed.get("environment_factory") is not None and train_dataset is None:
+        raise ValueError(
+            "environment_factory without a train_dataset: the environment owns the data (each reset() makes up its "
+            "prompt), so there are no prompts whose success statistics could decide an allocation. Pass a "
+            "train_dataset (one row per task, forwarded to reset()), or use GRPOTrainer for this run."
+        )
     if isinstance(train_dataset, DatasetDict):
         raise TypeError(
             f"train_dataset is a DatasetDict with splits {list(train_dataset)}; pass one split, e.g. "

@@ -2,10 +2,14 @@
 
 The procedure (``trl_adaptive.sampling``) runs on the main process only; each round it asks for is broadcast, every
 rank generates its share in lockstep (one ``/v1/completions`` request in vLLM server mode), and the gathered rewards
-go back to it. A round's jobs (one per completion, prompt-major) are shuffled over the ranks when group sizes differ
-(``dispatch_order``) and put back in the procedure's order afterwards, so the batch's record, the completions kept
-for the training pass and the rewards all line up. The training pass then replays the chosen completions through
-GRPOTrainer (``_generate`` / ``_calculate_rewards`` hand them back instead of generating again).
+go back to it. A round runs GRPOTrainer's own ``_generate_and_score_completions`` up to its ``_generate`` call (so the
+per-row set-up TRL does there, tool dicts and images, is TRL's), scores what came back with the row's extra fields
+(a ``rollout_func``'s), and stops there: nothing before that call talks across ranks, and no forward pass is spent
+on completions that may not be trained. A round's jobs (one per completion, prompt-major) are shuffled over the
+ranks when group sizes differ (``dispatch_order``) and put back in the procedure's order afterwards, so the batch's
+record, the completions kept for the training pass and the rewards all line up. The training pass then replays the
+chosen completions through GRPOTrainer (``_generate`` / ``_calculate_rewards`` hand them back instead of generating
+again).
 """
 
 from __future__ import annotations
@@ -27,11 +31,17 @@ if TYPE_CHECKING:
     from .trainer import AdaptiveGRPOTrainer
 
 
+class RoundCaptured(Exception):
+    """Raised by the trainer's ``_generate`` once a round's completions are captured (never escapes ``run_round``)."""
+
+
 @dataclass
 class Generated:
     """What the rounds of one batch generated, in the procedure's record order (identical on every rank)."""
 
-    samples: list[tuple] = field(default_factory=list)  # per completion: what _generate returned for its row
+    # per completion: what _generate returned for its row (ids, completion ids, tool mask, completion, logprobs,
+    # images, tool images)
+    samples: list[tuple] = field(default_factory=list)
     rewards_per_func: list[torch.Tensor] = field(default_factory=list)  # per round: (K_r, J) gathered rewards
 
     @property
@@ -41,10 +51,13 @@ class Generated:
     def replay(self, completions: np.ndarray) -> tuple:
         """The ``_generate`` return value for these completions (this rank's trained rows)."""
         samples = [self.samples[i] for i in completions]
-        prompt_ids, completion_ids, tool_mask, texts, logps = (list(column) for column in zip(*samples, strict=True))
+        columns = (list(column) for column in zip(*samples, strict=True))
+        prompt_ids, completion_ids, tool_mask, texts, logps, images, tool_images = columns
         tool_mask = None if all(m is None for m in tool_mask) else tool_mask
         logps = None if all(x is None for x in logps) else logps
-        return prompt_ids, completion_ids, tool_mask, texts, logps, {}, None, []
+        images = None if all(x is None for x in images) else images
+        tool_images = tool_images if any(tool_images) else []
+        return prompt_ids, completion_ids, tool_mask, texts, logps, {}, images, tool_images
 
 
 def batch_context(trainer: AdaptiveGRPOTrainer, prompt_ids: np.ndarray) -> BatchContext:
@@ -101,18 +114,46 @@ def run_round(
     order = dispatch_order(job_prompt_ids, trainer.args.seed, int(trainer.state.global_step) * 1000 + round_index)
     local = rank_slice(len(order), num_processes, trainer.accelerator.process_index)
     mine = local_rows(trainer, rows, job_prompt_ids[order[local]])
-    prompts = [row["prompt"] for row in mine]
-    prompt_token_ids, completion_ids, tool_mask, completions, logps, _, _, _ = trainer._generate(prompts)
+    trainer._capture = []
+    try:
+        GRPOTrainer._generate_and_score_completions(trainer, mine)
+    except RoundCaptured:
+        pass
+    finally:
+        captured, trainer._capture = trainer._capture, None
+    if len(captured) != 1:
+        raise RuntimeError("GRPOTrainer._generate_and_score_completions did not call _generate once (trl 1.16 does).")
+    prompts, output = captured[0]
+    prompt_token_ids, completion_ids, tool_mask, completions, logps, extra, images, tool_images = output
+    _merge_extra_fields(mine, extra)
     rewards = GRPOTrainer._calculate_rewards(trainer, mine, prompts, completions, completion_ids)
-    tool_mask = tool_mask if tool_mask is not None else [None] * len(mine)
-    logps = logps if logps is not None else [None] * len(mine)
-    local_samples = list(zip(prompt_token_ids, completion_ids, tool_mask, completions, logps, strict=True))
+    size = len(mine)
+    tool_mask = tool_mask if tool_mask is not None else [None] * size
+    logps = logps if logps is not None else [None] * size
+    images = images if images is not None else [row.get("images", _image_list(row)) for row in mine]
+    tool_images = tool_images if tool_images else [[] for _ in range(size)]
+    columns = (prompt_token_ids, completion_ids, tool_mask, completions, logps, images, tool_images)
+    local_samples = list(zip(*columns, strict=True))
     samples = gather_object(local_samples) if num_processes > 1 else local_samples
     back = np.argsort(order)  # dispatch position of each job
     generated.samples.extend(samples[i] for i in back)
     rewards = rewards.detach().cpu()[torch.as_tensor(back)]
     generated.rewards_per_func.append(rewards)
     return total_rewards(rewards, trainer.reward_weights)
+
+
+def _merge_extra_fields(rows: list[dict], extra_fields: dict) -> None:
+    """A ``rollout_func``'s extra fields onto the rows reward functions read, as GRPOTrainer does before scoring."""
+    for i, row in enumerate(rows):
+        for key, values in extra_fields.items():
+            if isinstance(values, list) and i < len(values):
+                row[key] = values[i]
+            elif not isinstance(values, list):
+                row[key] = values
+
+
+def _image_list(row: dict) -> list | None:
+    return [row["image"]] if row.get("image") is not None else None
 
 
 def draw_prompt_ids(

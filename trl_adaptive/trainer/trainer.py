@@ -47,7 +47,16 @@ from .inputs import (
     reject_unsupported_features,
     warn_if_saves_split_generation_batches,
 )
-from .rounds import Generated, batch_context, local_rows, rows_for_ids, run_round, share, total_rewards
+from .rounds import (
+    Generated,
+    RoundCaptured,
+    batch_context,
+    local_rows,
+    rows_for_ids,
+    run_round,
+    share,
+    total_rewards,
+)
 from .sampler import EpochSeededRepeatSampler
 
 
@@ -116,6 +125,7 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
         self._current_epoch = 0
         self._resumed_epochs_trained = 0
         self._replay: tuple | None = None  # (what _generate returns, gathered rewards) for the pass after rounds
+        self._capture: list | None = None  # set by rounds.run_round: _generate hands its output over and stops
         self._row_of_id: dict[int, int] | None = None
         self._warned_dynamic_fill = False
         self._generation_seconds = 0.0  # in _generate since the last logged batch
@@ -293,10 +303,15 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
         total = len(row_prompt_ids)
         local = rank_slice(total, self.accelerator.num_processes, self.accelerator.process_index)
         self._rewards_per_func, self._replay = None, replay
+        # Replaying rounds already generated and scored: environments must not be drawn and reset() again.
+        environments = self.environment_factories, self.environments
+        if replay is not None:
+            self.environment_factories = self.environments = None
         try:
             output = super()._generate_and_score_completions(local_rows(self, rows, row_prompt_ids[local]))
         finally:
             self._replay = None
+            self.environment_factories, self.environments = environments
         rewards_per_func = self._rewards_per_func
         if rewards_per_func is None or tuple(rewards_per_func.shape) != (total, len(self.reward_funcs)):
             raise RuntimeError(
@@ -348,6 +363,9 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
         start = time.perf_counter()
         output = super()._generate(prompts)
         self._generation_seconds += time.perf_counter() - start
+        if self._capture is not None:  # a round of a procedure: rounds.run_round scores it and stops the pass here
+            self._capture.append((prompts, output))
+            raise RoundCaptured
         return output
 
     def _log_rounds(self, outcome: Outcome) -> None:
