@@ -114,7 +114,8 @@ def _trainer(tiny_model_dir, tmp_path, dataset=None, **kwargs):
     ("dataset", "error", "message"),
     [
         (Dataset.from_dict({"question": ["a", "b"]}), ValueError, "no 'prompt' column"),
-        (Dataset.from_dict({"prompt": ["a", "b"], "prompt_id": ["x", "y"]}), TypeError, "must hold integers"),
+        (Dataset.from_dict({"prompt": ["a", "b"], "prompt_id": [0.5, 1.5]}), TypeError, "all integers or all strings"),
+        (Dataset.from_dict({"prompt": ["a", "b"], "prompt_id": ["x", "x"]}), ValueError, r"duplicate ids, e.g. \['x'"),
         (Dataset.from_dict({"prompt": ["a", "b"], "prompt_id": [3, 3]}), ValueError, "duplicate ids"),
         (Dataset.from_dict({"prompt": ["a", "b"], "success_rate": ["hi", "lo"]}), TypeError, "success_rate"),
     ],

@@ -186,3 +186,40 @@ def test_environment_factory_without_a_dataset_is_refused(tiny_model_dir, tmp_pa
     args = AdaptiveGRPOConfig(**tiny_config_kwargs(str(tmp_path)))
     with pytest.raises(ValueError, match="environment_factory without a train_dataset"):
         AdaptiveGRPOTrainer(model=str(tiny_model_dir), args=args, environment_factory=AdderEnvironment)
+
+
+# -- prompt identity: string ids, as in datasets that carry a hash per prompt ---------------------------------------
+def test_string_prompt_ids_are_accepted_and_stable(tiny_model_dir, tmp_path):
+    """A ``prompt_id`` column of strings (hashes, UUIDs) needs no renaming: ids map to the store by SHA-256, reward
+    functions still see the dataset's own strings, and the allocation follows each prompt's statistics."""
+    import hashlib
+
+    from trl_adaptive.stats import stable_prompt_ids
+
+    hashes = [hashlib.md5(p.encode()).hexdigest() for p in PROMPTS]
+    dataset = Dataset.from_dict({"prompt": PROMPTS, "prompt_id": hashes, "success_rate": RATES})
+    seen = []
+
+    def reward(completions, prompt_id, prompts, **kwargs):
+        seen.extend(prompt_id)
+        return [1.0 if RATES[PROMPTS.index(p)] > 0.4 else 0.0 for p in prompts]
+
+    args = AdaptiveGRPOConfig(
+        **tiny_config_kwargs(str(tmp_path), per_device_train_batch_size=16, max_steps=2), max_rollouts=8
+    )
+    trainer = AdaptiveGRPOTrainer(model=str(tiny_model_dir), reward_funcs=reward, args=args, train_dataset=dataset)
+    trainer.train()
+    assert set(seen) <= set(hashes) and trainer.train_dataset["prompt_id"] == hashes  # the user's ids, untouched
+    records = read_allocation_log(str(tmp_path / ALLOCATION_LOG_FILE))
+    assert any(len(set(r["counts"])) > 1 for r in records)  # the prior column makes step 1 adaptive
+    ids = stable_prompt_ids(hashes)
+    assert set(records[0]["prompt_ids"]) <= set(ids.tolist())
+    attempts = trainer.prompt_statistics.batch(ids).attempts
+    assert attempts.sum() == 32  # 2 steps x 16 completions, counted under the hashed ids
+    with pytest.raises(TypeError, match="all integers or all strings"):
+        AdaptiveGRPOTrainer(
+            model=str(tiny_model_dir),
+            reward_funcs=reward,
+            args=args,
+            train_dataset=Dataset.from_dict({"prompt": PROMPTS, "prompt_id": [0.5, 1.5, 2.5, 3.5]}),
+        )

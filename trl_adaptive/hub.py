@@ -168,7 +168,7 @@ def allocation_summary(trainer: Any) -> dict[str, Any]:
         values = [float(log[key]) for log in logged if key in log and math.isfinite(float(log[key]))]
         if values:
             metrics[key] = {"last": values[-1], "mean": float(np.mean(values))}
-    ids = np.asarray(trainer.train_dataset[args.prompt_id_column], dtype=np.int64)
+    ids = trainer._all_prompt_ids()
     status = prompts_per_status(trainer.prompt_statistics.success_rates(ids))
     return {
         "allocator": trainer.allocator.name,

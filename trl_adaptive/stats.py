@@ -90,6 +90,40 @@ _FINGERPRINT_COLUMN = "prompt_fingerprint"
 _RATE_COLUMN = "success_rate"
 
 
+def stable_prompt_ids(values: Sequence[Any], column: str = "prompt_id") -> np.ndarray:
+    """``(N,)`` int64 store ids of a dataset's prompt-id column: integers as they are, strings mapped by SHA-256.
+
+    String ids (hashes, UUIDs, names) become the first 63 bits of the SHA-256 of their UTF-8 bytes: the same in every
+    process, machine and Python version. Two distinct strings collide with probability about 5e-8 among 10**6 ids.
+
+    Raises:
+        ValueError / TypeError: naming ``column`` for a missing id or a mix of kinds.
+
+    Example:
+        >>> stable_prompt_ids([3, 5]).tolist()
+        [3, 5]
+        >>> stable_prompt_ids(["a3f9c2"]).tolist()
+        [2513115939235962885]
+    """
+    values = list(values)
+    missing = [i for i, v in enumerate(values) if v is None]
+    if missing:
+        raise ValueError(
+            f"train_dataset column {column!r} has no id at rows {missing[:5]}: every row needs a prompt id (an "
+            "integer or a string). Fill them in, or drop the column to let the trainer number the rows."
+        )
+    if all(isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) for v in values):
+        return np.asarray(values, dtype=np.int64).reshape(len(values))
+    if all(isinstance(v, str) for v in values):
+        digests = (hashlib.sha256(v.encode("utf-8")).digest()[:8] for v in values)
+        return np.fromiter((int.from_bytes(d, "big") >> 1 for d in digests), np.int64, len(values))
+    raise TypeError(
+        f"train_dataset column {column!r} must hold prompt ids, all integers or all strings, got values like "
+        f"{values[0]!r} ({type(values[0]).__name__}). Convert them, or set prompt_id_column to another column (or to "
+        "a name the dataset does not have, to let the trainer number the rows)."
+    )
+
+
 def prompt_fingerprint(prompt: str | Sequence[Mapping[str, Any]]) -> str:
     """A 16-hex-character fingerprint of a prompt's text: the start of SHA-256 over its canonical JSON.
 
@@ -944,4 +978,4 @@ def _check_finite(field: str, value: float) -> float:
     return float(value)
 
 
-__all__ = ["FORMAT_VERSION", "PromptStatistics", "prompt_fingerprint"]
+__all__ = ["FORMAT_VERSION", "PromptStatistics", "prompt_fingerprint", "stable_prompt_ids"]

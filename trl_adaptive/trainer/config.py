@@ -43,7 +43,8 @@ class AdaptiveGRPOConfig(GRPOConfig):
         A completion counts as a success for the per-prompt statistics when its total (weighted) reward is >= this
         value. Rewards may be any float; NaN rewards are not counted.
     prompt_id_column (`str`, *optional*, defaults to `"prompt_id"`):
-        Dataset column holding a stable integer id per prompt. Added (row index) when missing.
+        Dataset column holding a stable id per prompt: integers, or strings (hashes, UUIDs), which the statistics store
+        keys by SHA-256 (`trl_adaptive.stats.stable_prompt_ids`). Added (row index) when missing.
     success_rate_column (`str`, *optional*, defaults to `"success_rate"`):
         Dataset column the trainer keeps up to date with each prompt's success rate (NaN before it is seen). If the
         dataset already has it (floats in [0, 1], NaN = unknown, e.g. a reference model's pass rate), it is read as
@@ -117,7 +118,9 @@ class AdaptiveGRPOConfig(GRPOConfig):
     )
     prompt_id_column: str = field(
         default="prompt_id",
-        metadata={"help": "Dataset column with a stable integer id per prompt; added from the row index if missing."},
+        metadata={
+            "help": "Dataset column with a stable id per prompt (integers or strings); added (row index) if missing."
+        },
     )
     success_rate_column: str = field(
         default="success_rate",

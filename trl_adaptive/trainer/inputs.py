@@ -16,6 +16,7 @@ from trl import GRPOTrainer
 
 from ..allocation import Allocator
 from ..sampling import Procedure, build_procedure
+from ..stats import stable_prompt_ids
 from .config import AdaptiveGRPOConfig
 
 
@@ -129,25 +130,13 @@ def prepare_train_dataset(dataset: Dataset, id_column: str, rate_column: str) ->
     if "prompt" not in dataset.column_names:
         raise ValueError(f"train_dataset has no 'prompt' column (columns: {dataset.column_names}). Rename yours.")
     if id_column in dataset.column_names:
-        raw = dataset[id_column]
-        missing = [i for i, v in enumerate(raw) if v is None]
-        if missing:
-            raise ValueError(
-                f"train_dataset column {id_column!r} has no id at rows {missing[:5]}: every row needs an integer "
-                "prompt id. Fill them in, or drop the column to let the trainer number the rows."
-            )
-        ids = np.asarray(raw)
-        if ids.dtype.kind not in "iu":
-            raise TypeError(
-                f"train_dataset column {id_column!r} must hold integers (stable prompt ids), got values like "
-                f"{raw[0]!r} (dtype {ids.dtype}). Drop it to let the trainer number the rows, or set "
-                "prompt_id_column to another name."
-            )
+        ids = stable_prompt_ids(dataset[id_column], id_column)  # integers, or strings (hashes, UUIDs) mapped
         unique, counts = np.unique(ids, return_counts=True)
         if len(unique) != len(ids):
+            duplicated = np.asarray(dataset[id_column], dtype=object)[np.isin(ids, unique[counts > 1])][:5].tolist()
             raise ValueError(
-                f"train_dataset column {id_column!r} has duplicate ids, e.g. {unique[counts > 1][:5].tolist()}: "
-                "each row needs its own id (repeated prompt texts are fine, repeated ids are not)."
+                f"train_dataset column {id_column!r} has duplicate ids, e.g. {duplicated}: each row needs its own id "
+                "(repeated prompt texts are fine, repeated ids are not)."
             )
     else:
         dataset = dataset.add_column(id_column, list(range(len(dataset))))

@@ -33,7 +33,7 @@ from ..allocation import Allocator, prompts_per_status
 from ..hub import extend_model_card
 from ..sampling import BatchRun, Outcome, Procedure
 from ..serving.vllm_cpu import cpu_vllm_construction, use_reload_for_colocate
-from ..stats import PromptStatistics, prompt_fingerprint
+from ..stats import PromptStatistics, prompt_fingerprint, stable_prompt_ids
 from .advantages import group_advantages
 from .allocation_log import append_allocation_record
 from .callback import FINAL_STATISTICS_FILE, SuccessRateCallback
@@ -111,7 +111,7 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
             self.procedure.allocator if self.procedure.allocator is not None else _innermost(self.procedure)
         )
         self.prompt_statistics = self._initial_statistics(statistics, args)
-        ids = np.asarray(train_dataset[args.prompt_id_column], dtype=np.int64)
+        ids = stable_prompt_ids(train_dataset[args.prompt_id_column], args.prompt_id_column)
         self._fingerprints = [prompt_fingerprint(p) for p in train_dataset["prompt"]]
         self._check_fingerprints(ids, "statistics passed to AdaptiveGRPOTrainer")
         self.prompt_statistics.set_fingerprints(ids, self._fingerprints)
@@ -127,6 +127,7 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
         self._replay: tuple | None = None  # (what _generate returns, gathered rewards) for the pass after rounds
         self._capture: list | None = None  # set by rounds.run_round: _generate hands its output over and stops
         self._row_of_id: dict[int, int] | None = None
+        self._ids_of_rows: np.ndarray | None = None
         self._warned_dynamic_fill = False
         self._generation_seconds = 0.0  # in _generate since the last logged batch
 
@@ -229,7 +230,8 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
         return rewards_per_func
 
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
-        """Departs from TRL in training: allocate, expand and dispatch the prompts, then regroup the advantages.
+        """Departs from TRL in training: the sampling procedure (``self.procedure``) decides which prompts get how many
+        completions, in one planned round or in several; then the advantages are computed over the real groups.
 
         Evaluation keeps TRL's fixed ``num_generations_eval`` groups.
         """
@@ -242,7 +244,7 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
             return output
 
         prompt_rows = self._unique_prompt_rows(inputs)
-        batch_ids = np.array([row[self.args.prompt_id_column] for row in prompt_rows], dtype=np.int64)
+        batch_ids = stable_prompt_ids([row[self.args.prompt_id_column] for row in prompt_rows])
         rows = dict(zip(batch_ids.tolist(), prompt_rows, strict=True))
         run = None
         if self.accelerator.is_main_process:
@@ -439,7 +441,11 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
         return rows[::num_generations]
 
     def _all_prompt_ids(self) -> np.ndarray:
-        return np.asarray(self.train_dataset[self.args.prompt_id_column], dtype=np.int64)
+        """The store id of every row (``stable_prompt_ids`` of the id column: string ids are hashed once)."""
+        if self._ids_of_rows is None:
+            column = self.args.prompt_id_column
+            self._ids_of_rows = stable_prompt_ids(self.train_dataset[column], column)
+        return self._ids_of_rows
 
     def _row_of_prompt_id(self) -> dict[int, int]:
         if self._row_of_id is None:
@@ -510,8 +516,7 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
     def refresh_success_rate_column(self) -> None:
         """Rewrite the dataset's success-rate column from the statistics store (NaN for prompts not yet seen)."""
         column = self.args.success_rate_column
-        ids = np.asarray(self.train_dataset[self.args.prompt_id_column], dtype=np.int64)
-        rates = self.prompt_statistics.success_rates(ids).astype(np.float64)
+        rates = self.prompt_statistics.success_rates(self._all_prompt_ids()).astype(np.float64)
         dataset = self.train_dataset
         if column in dataset.column_names:
             dataset = dataset.remove_columns(column)
@@ -546,8 +551,8 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
                 "check that this run's statistics settings (success_threshold, posterior_half_life, "
                 "posterior_prior_a, posterior_prior_b) match the saved run's."
             ) from None
-        self._check_fingerprints(np.asarray(self.train_dataset[self.args.prompt_id_column]), path)
-        self.prompt_statistics.set_fingerprints(self.train_dataset[self.args.prompt_id_column], self._fingerprints)
+        self._check_fingerprints(self._all_prompt_ids(), path)
+        self.prompt_statistics.set_fingerprints(self._all_prompt_ids(), self._fingerprints)
         self._epochs_closed = int(state.get("epochs_closed", self.prompt_statistics.epoch))
         self.refresh_success_rate_column()
 
