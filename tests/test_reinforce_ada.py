@@ -138,9 +138,11 @@ def test_water_fill_and_rounding_properties(p, low, span, data):
 @settings(max_examples=200, deadline=None)
 @given(
     st.lists(st.floats(1e-6, 1e6), min_size=1, max_size=60),
-    st.floats(0.0, 50.0),
-    st.floats(0.0, 200.0),
-    st.floats(0.0, 1.0),
+    # Exact zeros, or values away from the float range's bottom: a total like 1e-313 is subnormal, keeps too few
+    # digits for the exactness checks, and is no budget anyway.
+    st.one_of(st.just(0.0), st.floats(1e-6, 50.0)),
+    st.one_of(st.just(0.0), st.floats(1e-6, 200.0)),
+    st.one_of(st.just(0.0), st.just(1.0), st.floats(1e-9, 1.0)),
 )
 def test_water_fill_is_exact_for_any_weights_and_real_bounds(w, low, span, where):
     w = np.asarray(w)
