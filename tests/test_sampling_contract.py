@@ -257,7 +257,7 @@ def test_allocate_remaining_and_allocate_paced_pass_the_guard(monkeypatch):
     with pytest.raises(AssertionError, match="outside its bounds"):
         bayes.allocate_remaining(stats, 8, np.full(4, 2))
     cero = get_allocator("cero", max_rollouts=8)
-    monkeypatch.setattr(cero, "_fill", lambda *args, **kwargs: Allocation(np.array([16, 0, 0, 0])))
+    monkeypatch.setattr(cero, "_fill", lambda order, budget: np.array([16, 0, 0, 0]))
     with pytest.raises(AssertionError, match="outside its bounds"):
         cero.allocate_paced(stats, 16, num_sampled=4)
 

@@ -69,6 +69,7 @@ from trl_adaptive.sampling import (
     Round,
     as_procedure,
     drive,
+    is_success,
 )
 
 RuleKind = Literal["per_completion", "per_group", "sqrt", "advantage"]
@@ -600,7 +601,7 @@ def _run_step(
     record = outcome.record
     generated, successes = record.counts(), record.successes().astype(np.int64)
     trained = outcome.trained_counts
-    success = record.rewards[outcome.selected] >= 1.0
+    success = is_success(record.rewards[outcome.selected], ctx.success_threshold)
     trained_successes = np.bincount(outcome.trained_group_ids, weights=success, minlength=len(trained)).astype(
         np.int64
     )

@@ -21,7 +21,6 @@ per-epoch budget and falls when it asks for less. DESIGN 2.4's formula has this 
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -151,13 +150,19 @@ class CeroAllocator(Allocator):
         c, theta = self.scores(stats)
         order = np.argsort(-(theta - self.mu), kind="stable")
         demand = self.max_rollouts * int(np.count_nonzero(theta > self.mu))
-        return self._fill(order, budget, c, theta, demand, moves=np.ones(len(c), dtype=bool))
+        counts = self._fill(order, budget)
+        return self._allocation(counts, c, theta, demand, moves=np.ones(len(c), dtype=bool))
 
-    def _fill(
-        self, order: np.ndarray, budget: int, c: np.ndarray, theta: np.ndarray, demand: int, moves: np.ndarray
+    def _allocation(
+        self, counts: np.ndarray, c: np.ndarray, theta: np.ndarray, demand: int, moves: np.ndarray
     ) -> Allocation:
+        """The decision, with what :meth:`end_step` reads back: the duals at decision time and who moves."""
+        internals = {"c": c, "theta": theta, "demand": demand, "moves": moves}
+        return Allocation(counts, metrics=self.metrics(), internals=internals)
+
+    def _fill(self, order: np.ndarray, budget: int) -> np.ndarray:
         """N_max to the first ceil(B / N_max) prompts of ``order``; the marginal ones give back the excess."""
-        counts = np.zeros(len(c), dtype=np.int64)
+        counts = np.zeros(len(order), dtype=np.int64)
         if budget > 0:
             m = -(-budget // self.max_rollouts)
             chosen = order[:m]
@@ -169,8 +174,7 @@ class CeroAllocator(Allocator):
                 excess -= give
                 if excess == 0:
                     break
-        internals = {"c": c, "theta": theta, "demand": demand, "moves": moves}
-        return Allocation(counts, metrics=self.metrics(), internals=internals)
+        return counts
 
     def end_step(self, allocations: Sequence[Allocation]) -> None:
         """The step's one dual update, from every allocation it made (see the class docstring, step 3).
@@ -254,10 +258,9 @@ class CeroAllocator(Allocator):
         # Wanted before unwanted; within each, the sampler's before the drawn; then by theta - mu; then position.
         order = np.lexsort((position, -(theta - self.mu), drawn, ~wanted))
         demand = self.max_rollouts * int(np.count_nonzero(wanted[:num_sampled]))
-        allocation = self._fill(order, budget, c, theta, demand, moves=~drawn)
-        allocation = self.checked(allocation, stats, budget)
-        moves = ~drawn | (allocation.counts > 0)
-        return dataclasses.replace(allocation, internals={**allocation.internals, "moves": moves})
+        counts = self._fill(order, budget)
+        moves = ~drawn | (counts > 0)  # the sampler's prompts, and the drawn ones that are sampled
+        return self.checked(self._allocation(counts, c, theta, demand, moves), stats, budget)
 
     # -- state ------------------------------------------------------------------------------------------------------
     def metrics(self) -> dict[str, float]:

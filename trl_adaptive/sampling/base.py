@@ -236,9 +236,8 @@ class Procedure:
 
     def end_step(self, outcome: Outcome) -> None:
         """Move state once per step (default: the allocator's, from the step's allocations)."""
-        allocator = getattr(self, "allocator", None)
-        if allocator is not None:
-            allocator.end_step(outcome.record.allocations)
+        if self.allocator is not None:
+            self.allocator.end_step(outcome.record.allocations)
 
     def check(self, num_prompts: int, budget: int, group_size: int) -> None:
         """Raise a ValueError naming the setting when a batch of this shape cannot be sampled (the trainer calls it

@@ -266,14 +266,18 @@ class AdaptiveGRPOConfig(GRPOConfig):
             kwargs.setdefault("max_rollouts", self.max_rollouts)
         return kwargs
 
-    def build_procedure(self, **extra: Any):
-        """The sampling procedure this config describes (refuses combinations that cannot work, naming them)."""
+    def build_procedure(self, strategy: Any = None, **extra: Any):
+        """The sampling procedure this config describes (refuses combinations that cannot work, naming them).
+
+        ``strategy``: an ``Allocator`` or ``Procedure`` object to build around instead of ``allocator`` (its own
+        arguments stand; ``allocator_kwargs`` and ``extra`` are not applied to it).
+        """
         return build_procedure(
-            self.allocator,
+            self.allocator if strategy is None else strategy,
             pilot_rollouts=self.pilot_rollouts,
             dynamic_sampling=self.dynamic_sampling,
             dynamic_sampling_max_rounds=self.dynamic_sampling_max_rounds,
-            strategy_kwargs=self.strategy_kwargs() | extra,
+            strategy_kwargs=self.strategy_kwargs() | extra if strategy is None else None,
         )
 
     @property

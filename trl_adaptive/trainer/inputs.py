@@ -15,7 +15,7 @@ from datasets import Dataset, DatasetDict, IterableDataset
 from trl import GRPOTrainer
 
 from ..allocation import Allocator
-from ..sampling import Procedure, build_procedure
+from ..sampling import Procedure
 from ..stats import stable_prompt_ids
 from .config import AdaptiveGRPOConfig
 
@@ -49,16 +49,11 @@ def warn_if_saves_split_generation_batches(args: AdaptiveGRPOConfig) -> None:
 def build_procedure_from_config(
     args: AdaptiveGRPOConfig, dataset_size: int, strategy: Allocator | Procedure | None = None
 ) -> Procedure:
-    """The sampling procedure of this config, or around the ``allocator`` object passed to the trainer."""
-    if strategy is None:
-        epochs = {"num_epochs": _planned_epochs(args, dataset_size)} if args.allocator == "cero" else {}
-        return args.build_procedure(**({} if "num_epochs" in (args.allocator_kwargs or {}) else epochs))
-    return build_procedure(
-        strategy,
-        pilot_rollouts=args.pilot_rollouts,
-        dynamic_sampling=args.dynamic_sampling,
-        dynamic_sampling_max_rounds=args.dynamic_sampling_max_rounds,
-    )
+    """The sampling procedure of this config, or around the ``allocator`` object passed to the trainer; CERO plans
+    for the run's epochs unless ``allocator_kwargs`` says otherwise."""
+    if strategy is None and args.allocator == "cero" and "num_epochs" not in (args.allocator_kwargs or {}):
+        return args.build_procedure(num_epochs=_planned_epochs(args, dataset_size))
+    return args.build_procedure(strategy)
 
 
 def _planned_epochs(args: AdaptiveGRPOConfig, dataset_size: int) -> int:

@@ -14,6 +14,7 @@ again).
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import itertools
 from dataclasses import dataclass, field
@@ -116,9 +117,8 @@ def run_round(
     mine = local_rows(trainer, rows, job_prompt_ids[order[local]])
     trainer._capture = []
     try:
-        GRPOTrainer._generate_and_score_completions(trainer, mine)
-    except RoundCaptured:
-        pass
+        with contextlib.suppress(RoundCaptured):
+            GRPOTrainer._generate_and_score_completions(trainer, mine)
     finally:
         captured, trainer._capture = trainer._capture, None
     if len(captured) != 1:
@@ -130,7 +130,7 @@ def run_round(
     size = len(mine)
     tool_mask = tool_mask if tool_mask is not None else [None] * size
     logps = logps if logps is not None else [None] * size
-    images = images if images is not None else [row.get("images", _image_list(row)) for row in mine]
+    images = images if images is not None else [None] * size  # None: the replay pass reads the rows' columns
     tool_images = tool_images if tool_images else [[] for _ in range(size)]
     columns = (prompt_token_ids, completion_ids, tool_mask, completions, logps, images, tool_images)
     local_samples = list(zip(*columns, strict=True))
@@ -150,10 +150,6 @@ def _merge_extra_fields(rows: list[dict], extra_fields: dict) -> None:
                 row[key] = values[i]
             elif not isinstance(values, list):
                 row[key] = values
-
-
-def _image_list(row: dict) -> list | None:
-    return [row["image"]] if row.get("image") is not None else None
 
 
 def draw_prompt_ids(

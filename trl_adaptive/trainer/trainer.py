@@ -126,6 +126,7 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
         self._resumed_epochs_trained = 0
         self._replay: tuple | None = None  # (what _generate returns, gathered rewards) for the pass after rounds
         self._capture: list | None = None  # set by rounds.run_round: _generate hands its output over and stops
+        self._round_rewards: torch.Tensor | None = None  # every completion of this batch's rounds (Seq's baseline)
         self._row_of_id: dict[int, int] | None = None
         self._ids_of_rows: np.ndarray | None = None
         self._warned_dynamic_fill = False
@@ -260,6 +261,7 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
     def _generate_planned(self, run: BatchRun | None, rows: dict, jobs: np.ndarray, record_ids: np.ndarray):
         """The parent's own generation and scoring of the round's jobs (shuffled over ranks when sizes differ)."""
         self._add_rows(rows, record_ids)  # CERO's pacing may plan prompts it drew beyond the batch
+        self._round_rewards = None  # no rounds: every group's baseline is its trained completions
         order = dispatch_order(jobs, self.args.seed, self.state.global_step)
         output = self._training_pass(rows, record_ids[jobs[order]], replay=None)
         rewards = total_rewards(self._rewards_per_func, self.reward_weights)[np.argsort(order)]
