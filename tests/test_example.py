@@ -14,9 +14,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from launch import accelerate_launch_command, run_command
+from helpers import REPO
+from helpers.launch import accelerate_launch_command, run_command
 
-REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "examples" / "train_dapo.py"
 RECIPES = REPO / "examples" / "recipes"
 ACCELERATE_CONFIGS = REPO / "examples" / "accelerate_configs"
@@ -276,7 +276,8 @@ def _smoke_args(model_dir: Path, dataset: Path, output_dir: Path, *extra: str) -
 def _check_outputs(output_dir: Path, generation_batches: int) -> None:
     """What a finished run leaves: the model, the card with its adaptive section, the statistics (JSON and dataset)
     and one allocation record per generation batch, each summing to the budget."""
-    from trl_adaptive.hub import CARD_SECTION_TITLE, load_statistics
+    from trl_adaptive.hub import load_statistics
+    from trl_adaptive.trainer.model_card import CARD_SECTION_TITLE
 
     assert (output_dir / "model.safetensors").is_file()
     card = (output_dir / "README.md").read_text()
@@ -307,7 +308,7 @@ def test_smoke_one_process(tiny_model_dir, dapo_parquet, tmp_path):
 @pytest.mark.multiprocess
 def test_smoke_two_processes(tiny_model_dir, dapo_parquet, tmp_path):
     """``accelerate launch --multi_gpu --num_processes 2`` with no GPU: MULTI_CPU on gloo (``--cpu`` would start one
-    process). Retried once only when training finished but a rank aborted at exit (gloo, see test_multiprocess)."""
+    process). Retried once only when training finished but a rank aborted at exit (gloo, see helpers/launch.py)."""
     for attempt in range(2):
         output_dir = tmp_path / f"run{attempt}"
         launch = accelerate_launch_command()

@@ -9,7 +9,8 @@ import shlex
 import subprocess
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from helpers import REPO
+
 SCRIPT = REPO / "bench" / "gpu_check.sh"
 PARSERS = {
     "bench/bench_vllm.py": REPO / "bench" / "bench_vllm.py",

@@ -1,5 +1,6 @@
-"""trl_adaptive.hub: the model card (TRL's GRPO card plus the adaptive section), the per-prompt statistics dataset and
-its warm start, and docs/configuration.md. Everything is produced offline; nothing is pushed."""
+"""The Hub side of a run: the model card (TRL's GRPO card plus the adaptive section,
+``trl_adaptive.trainer.model_card``) and the per-prompt statistics dataset and its warm start (``trl_adaptive.hub``).
+Everything is produced offline; nothing is pushed."""
 
 from __future__ import annotations
 
@@ -9,54 +10,36 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from helpers.trainer import build_trainer, make_dataset
 from huggingface_hub import ModelCard
-from trainer_helpers import make_dataset, reward_has_vowel_e, tiny_config_kwargs
 
-from trl_adaptive import AdaptiveGRPOConfig, AdaptiveGRPOTrainer, PromptStatistics
+from trl_adaptive import AdaptiveGRPOTrainer, PromptStatistics
 from trl_adaptive.allocation import prompts_per_status
-from trl_adaptive.hub import (
+from trl_adaptive.hub import load_statistics, statistics_card_text, statistics_dataset, status_table
+from trl_adaptive.sampling import registered_strategies
+from trl_adaptive.stats import prompt_fingerprint
+from trl_adaptive.trainer.model_card import (
     ALLOCATOR_PAPERS,
     CARD_METRICS,
     CARD_SECTION_TITLE,
     PAPERS,
     adaptive_card_section,
-    adaptive_config_fields,
     allocation_summary,
     cited_papers,
-    configuration_markdown,
     extend_model_card,
-    load_statistics,
-    statistics_card_text,
-    statistics_dataset,
 )
-from trl_adaptive.sampling import registered_strategies
-from trl_adaptive.stats import prompt_fingerprint
-
-REPO = Path(__file__).resolve().parents[1]
 
 
-def _args(output_dir: Path, **overrides) -> AdaptiveGRPOConfig:
-    kwargs = tiny_config_kwargs(
-        str(output_dir),
-        max_steps=8,  # 2 prompts x 4 completions per step, 8 prompts: 4 steps per epoch, 2 epochs
-        per_device_train_batch_size=8,
-        num_generations=4,
-        max_rollouts=6,
-        epsilon_high=0.28,
-    )
-    kwargs.update(overrides)
-    return AdaptiveGRPOConfig(**kwargs, allocator="knapsack")
+def _trainer(model_dir: Path, output_dir: Path, dataset=None, **overrides) -> AdaptiveGRPOTrainer:
+    """Knapsack on the 8 prompts of ``make_dataset``, 2 prompts x 4 completions per step: 4 steps per epoch."""
+    config = {"max_steps": 8, "per_device_train_batch_size": 8, "num_generations": 4, "max_rollouts": 6, **overrides}
+    return build_trainer(model_dir, output_dir, dataset, allocator="knapsack", epsilon_high=0.28, **config)
 
 
 @pytest.fixture(scope="module")
 def trained(tiny_model_dir, tmp_path_factory):
     """A knapsack run of 2 epochs on the tiny model (seconds)."""
-    trainer = AdaptiveGRPOTrainer(
-        model=str(tiny_model_dir),
-        reward_funcs=reward_has_vowel_e,
-        args=_args(tmp_path_factory.mktemp("run")),
-        train_dataset=make_dataset(8),
-    )
+    trainer = _trainer(tiny_model_dir, tmp_path_factory.mktemp("run"))
     trainer.train()
     return trainer
 
@@ -159,6 +142,20 @@ def test_bibtex_entries_are_well_formed():
     assert set(ALLOCATOR_PAPERS) == set(registered_strategies())
 
 
+def test_every_strategy_class_names_the_paper_the_card_cites():
+    """A strategy's class docstring and its model card cite the same paper (name and arXiv id)."""
+    from trl_adaptive.allocation import get_allocator
+    from trl_adaptive.sampling import ROUND_PROCEDURES
+
+    for name in registered_strategies():
+        cls = ROUND_PROCEDURES[name] if name in ROUND_PROCEDURES else type(get_allocator(name))
+        doc = " ".join((cls.__doc__ or "").split())
+        assert "Paper: " in doc, f"{cls.__name__}'s docstring names no paper"
+        for key in ALLOCATOR_PAPERS[name]:
+            paper = PAPERS[key]
+            assert paper.name in doc and f"arXiv {paper.arxiv_id}" in doc, (cls.__name__, paper.key)
+
+
 def test_card_section_before_any_logged_batch():
     """The card can be written before training (e.g. a first checkpoint push): it says so instead of inventing."""
     args = SimpleNamespace(
@@ -234,13 +231,7 @@ def test_warm_start_from_the_statistics_dataset(trained, tiny_model_dir, tmp_pat
     dataset = statistics_dataset(trained)
     dataset.to_parquet(str(tmp_path / "stats.parquet"))
     statistics = load_statistics(tmp_path / "stats.parquet", success_threshold=1.0)
-    warm = AdaptiveGRPOTrainer(
-        model=str(tiny_model_dir),
-        reward_funcs=reward_has_vowel_e,
-        args=_args(tmp_path / "next", max_steps=1),
-        train_dataset=make_dataset(8),
-        statistics=statistics,
-    )
+    warm = _trainer(tiny_model_dir, tmp_path / "next", trainer_kwargs={"statistics": statistics}, max_steps=1)
     ids = np.asarray(warm.train_dataset["prompt_id"])
     np.testing.assert_array_equal(
         warm.prompt_statistics.success_rates(ids), trained.prompt_statistics.success_rates(ids)
@@ -251,12 +242,9 @@ def test_warm_start_from_the_statistics_dataset(trained, tiny_model_dir, tmp_pat
 
     other_prompts = make_dataset(8).map(lambda row: {"prompt": row["prompt"] + " (reworded)"})
     with pytest.raises(ValueError, match="prompt text differs"):
-        AdaptiveGRPOTrainer(
-            model=str(tiny_model_dir),
-            reward_funcs=reward_has_vowel_e,
-            args=_args(tmp_path / "other", max_steps=1),
-            train_dataset=other_prompts,
-            statistics=load_statistics(tmp_path / "stats.parquet"),
+        statistics = load_statistics(tmp_path / "stats.parquet")
+        _trainer(
+            tiny_model_dir, tmp_path / "other", other_prompts, trainer_kwargs={"statistics": statistics}, max_steps=1
         )
 
 
@@ -269,6 +257,19 @@ def test_statistics_card_text(trained):
     for column in dataset.column_names:
         assert f"`{column}`" in text
     assert "load_statistics(" in text and "AdaptiveGRPOTrainer(..., statistics=statistics)" in text
+    status = prompts_per_status(np.asarray(dataset["success_rate"], dtype=np.float64))
+    assert "\n".join(status_table(status)) in text
+
+
+def test_status_table_has_a_label_and_a_count_per_bucket():
+    from trl_adaptive.allocation import STATUS_LABELS, STATUSES
+
+    rows = status_table(prompts_per_status([0.0, 0.1, 1.0, float("nan")]))
+    assert rows == [
+        "| " + " | ".join(STATUS_LABELS[name] for name in STATUSES) + " |",
+        "|---|---|---|---|---|---|",
+        "| 1 | 1 | 1 | 0 | 0 | 1 |",
+    ]
 
 
 def test_statistics_of_a_plain_store():
@@ -292,22 +293,3 @@ def test_allocation_summary_matches_the_log(trained):
     }
     assert (summary["budget"], summary["prompts_per_batch"], summary["global_step"]) == (8, 2, 8)
     assert summary["hyperparameters"]["max_rollouts"] == 6
-
-
-# ---------------------------------------------------------------------------------------------------------------------
-# docs/configuration.md
-# ---------------------------------------------------------------------------------------------------------------------
-def test_configuration_doc_is_generated_from_the_config():
-    """Regenerate with: python -c 'import trl_adaptive.hub as h; h.write_configuration_doc()'."""
-    from trl import TrlParser
-
-    text = (REPO / "docs" / "configuration.md").read_text()
-    assert text == configuration_markdown(), "docs/configuration.md is stale: regenerate it (see its header)"
-    TrlParser((AdaptiveGRPOConfig,))  # rewrites the dataclass fields' annotations in place: the doc must not change
-    assert configuration_markdown() == text
-    fields = adaptive_config_fields()
-    assert [f["name"] for f in fields][:4] == ["allocator", "allocator_kwargs", "min_rollouts", "max_rollouts"]
-    for field in fields:
-        assert f"## `{field['name']}`" in text and f"`--{field['name']}`" in text
-        assert field["help"], f"{field['name']} has no help text (metadata['help'])"
-        assert field["doc"], f"{field['name']} has no entry in AdaptiveGRPOConfig's docstring"

@@ -1,24 +1,36 @@
 """Run reports (``trl_adaptive.report``, ``trl-adaptive report``) rendered from short real runs of the tiny model.
 
 Two real runs (knapsack and uniform, 2 epochs, checkpoints every 2 steps) are trained once per module; every test
-copies what it needs, deletes or truncates files, and renders. A last test renders a 2-process run.
+copies what it needs, deletes or truncates files, and renders. A last test renders a 2-process run. The first tests
+need no training: the report of a folder of JSON files imports no torch, trl or transformers.
 """
 
 from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-from launch import launch_two_ranks
-from trainer_helpers import make_dataset, reward_has_vowel_e, tiny_config_kwargs
+from helpers import REPO
+from helpers.launch import launch_two_ranks
+from helpers.trainer import build_trainer
 
-from trl_adaptive.allocation import prompts_per_status
+from trl_adaptive.allocation import STATUSES
 from trl_adaptive.cli import main as cli_main
-from trl_adaptive.report import STATUSES, _status, load_run, ratio_from_allocations, summarize, write_report
-from trl_adaptive.trainer.allocation_log import read_allocation_log
+from trl_adaptive.report import (
+    counts_by_status,
+    load_run,
+    ratio_from_allocations,
+    status_per_epoch,
+    summarize,
+    transition_matrix,
+    write_report,
+)
+from trl_adaptive.run_files import ALLOCATION_LOG_FILE, CHECKPOINT_PREFIX, TRAINER_STATE_FILE, read_allocation_log
 
 FIGURES = {
     "allocation_histogram.png",
@@ -27,18 +39,73 @@ FIGURES = {
     "prompt_status.png",
     "transition_matrix.png",
 }
-TWO_RANK_SCRIPT = Path(__file__).parent / "scripts" / "train_two_ranks.py"
+TWO_RANK_SCRIPT = REPO / "tests" / "scripts" / "train_two_ranks.py"
+HEAVY = ("torch", "trl", "transformers")
+
+
+def _heavy_imports(args: list[str]) -> tuple[subprocess.CompletedProcess, list[str]]:
+    """Run ``python -X importtime ARGS``; the top-level packages of HEAVY it imported (from the importtime lines)."""
+    done = subprocess.run([sys.executable, "-X", "importtime", *args], capture_output=True, text=True, timeout=120)
+    # Lines read "import time: self [us] | cumulative | name", the name indented by its nesting depth.
+    names = [line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")]
+    assert len(names) > 50, done.stderr[-2000:]  # the parse found the modules
+    return done, sorted({name.split(".")[0] for name in names} & set(HEAVY))
+
+
+def _write_json_run(run_dir: Path) -> Path:
+    """A run folder written by hand: 2 epochs of 2 batches of 2 prompts, and TRL's trainer_state.json."""
+    run_dir.mkdir(parents=True)
+    records, logs = [], []
+    rates = [None] * 4
+    for step, (epoch, ids, successes) in enumerate(
+        [(0, [0, 1], [0, 4]), (0, [2, 3], [2, 1]), (1, [0, 1], [3, 4]), (1, [2, 3], [0, 4])]
+    ):
+        counts = [4, 4]
+        records.append(
+            {"step": step, "epoch": epoch, "prompt_ids": ids, "counts": counts, "successes": successes,
+             "attempts": counts, "success_rates": [rates[i] for i in ids], "engine": "transformers"}
+        )  # fmt: skip
+        rates[ids[0]], rates[ids[1]] = successes[0] / 4, successes[1] / 4
+        logs.append({"step": step + 1, "allocation/effective_gradient_ratio": 0.5})
+    lines = "".join(json.dumps(record) + "\n" for record in records)
+    (run_dir / ALLOCATION_LOG_FILE).write_text(lines, encoding="utf-8")
+    state = {"global_step": len(records), "log_history": logs}
+    (run_dir / TRAINER_STATE_FILE).write_text(json.dumps(state), encoding="utf-8")
+    return run_dir
+
+
+@pytest.mark.parametrize(
+    "module",
+    ["trl_adaptive.report", "trl_adaptive.run_files", "trl_adaptive.trainer.allocation_log", "trl_adaptive.cli"],
+)
+def test_reading_runs_imports_no_torch(module):
+    done, heavy = _heavy_imports(["-c", f"import {module}"])
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert heavy == [], f"import {module} imported {heavy}"
+
+
+def test_cli_reports_a_json_run_folder_without_torch(tmp_path):
+    run_dir, out = _write_json_run(tmp_path / "run"), tmp_path / "out"
+    done, heavy = _heavy_imports(["-m", "trl_adaptive.cli", "report", str(run_dir), "-o", str(out)])
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert heavy == [], f"trl-adaptive report imported {heavy}"
+    assert f"wrote {out / 'summary.md'} and 5 figures" in done.stdout
+    (s,) = json.loads((out / "report.json").read_text())["runs"]
+    assert s["steps"] == 4 and s["epochs"] == 2 and s["ratio_source"] == "trainer_state.json"
+    assert s["converted_from_p0"] == s["p0_in_first_epoch"] == 1  # prompt 0: p = 0 in epoch 1, 0.75 in epoch 2
+    assert "No prompt_statistics.json" in " ".join(s["missing"])
+
+
+def test_checkpoint_prefix_is_transformers():
+    from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+
+    assert CHECKPOINT_PREFIX == PREFIX_CHECKPOINT_DIR
 
 
 def _train(model_dir: Path, output_dir: Path, allocator: str) -> Path:
-    from trl_adaptive import AdaptiveGRPOConfig, AdaptiveGRPOTrainer
-
     # 8 prompts, 2 per generation batch of 8 completions: 4 steps per epoch, 2 epochs, a checkpoint every 2 steps.
-    kwargs = tiny_config_kwargs(str(output_dir), max_steps=-1, num_train_epochs=2, save_strategy="steps")
-    args = AdaptiveGRPOConfig(**kwargs, save_steps=2, allocator=allocator, max_rollouts=6)
-    trainer = AdaptiveGRPOTrainer(
-        model=str(model_dir), reward_funcs=reward_has_vowel_e, args=args, train_dataset=make_dataset(8)
-    )
+    config = {"max_steps": -1, "num_train_epochs": 2, "save_strategy": "steps", "save_steps": 2}
+    trainer = build_trainer(model_dir, output_dir, allocator=allocator, max_rollouts=6, **config)
     trainer.train()
     trainer.save_state()
     return output_dir
@@ -63,10 +130,29 @@ def _assert_png(path: Path) -> None:
     assert 200 < height < 1200 and 300 < width < 2000, (path, width, height)
 
 
-def test_status_buckets_match_the_trainer_metric():
-    rates = np.array([0.0, 1e-9, 0.1, 0.2, 0.2 + 1e-9, 0.5, 0.8 - 1e-9, 0.8, 0.99, 1.0])
-    expected = [next(k for k, n in prompts_per_status(np.array([r])).items() if n) for r in rates]
-    assert [_status(r) for r in rates] == expected
+def test_status_tables_bucket_at_the_boundaries():
+    """Every table of the report puts a rate in the bucket of ``allocation.status``: 0, (0, 0.2], (0.2, 0.8), ..."""
+    boundaries = [None, 0.0, 0.2, 0.2 + 1e-9, 0.8 - 1e-9, 0.8, 1.0]  # null: no rate yet
+    record = {"step": 0, "epoch": 0, "prompt_ids": list(range(7)), "counts": [2, 3, 4, 5, 6, 7, 8],
+              "success_rates": boundaries}  # fmt: skip
+    assert counts_by_status([record])[0] == {
+        "unseen": (2.0, 1), "p0": (3.0, 1), "p0_0.2": (4.0, 1), "p0.2_0.8": (5.5, 2), "p0.8_1": (7.0, 1),
+        "p1": (8.0, 1),
+    }  # fmt: skip
+    # Rates reached in an epoch: prompt i solves successes[i] of 5 in epoch 0, then all or none in epoch 1.
+    epochs = [
+        {"epoch": 0, "prompt_ids": [0, 1, 2, 3, 4], "successes": [0, 1, 2, 4, 5], "attempts": [5] * 5},
+        {"epoch": 1, "prompt_ids": [0, 1, 2, 3, 4], "successes": [5, 5, 0, 0, 5], "attempts": [5] * 5},
+    ]
+    assert status_per_epoch(epochs)[0] == {"p0": 1, "p0_0.2": 1, "p0.2_0.8": 1, "p0.8_1": 1, "p1": 1}
+    matrix, first, last = transition_matrix(epochs)
+    assert (first, last) == (0, 1) and matrix.tolist() == [
+        [0, 0, 0, 0, 1],  # p = 0 -> p = 1
+        [0, 0, 0, 0, 1],
+        [1, 0, 0, 0, 0],
+        [1, 0, 0, 0, 0],
+        [0, 0, 0, 0, 1],
+    ]
 
 
 def test_complete_run_renders_every_figure(runs, tmp_path):
@@ -110,7 +196,7 @@ def test_cli_overlays_two_runs(runs, tmp_path, capsys):
     for name in FIGURES:
         _assert_png(out / name)
     uniform = report["runs"][1]
-    assert uniform["max_count"] == 4 and set(uniform["counts_by_status"]["2"]) <= {"unseen", *STATUSES}
+    assert uniform["max_count"] == 4 and set(uniform["counts_by_status"]["2"]) <= set(STATUSES)
 
 
 def test_interrupted_run_uses_newest_checkpoint(runs, tmp_path):

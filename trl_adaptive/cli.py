@@ -10,6 +10,14 @@ import argparse
 import sys
 from pathlib import Path
 
+from .run_files import (
+    ALLOCATION_LOG_FILE,
+    FINAL_STATISTICS_FILE,
+    REPORT_DIR,
+    REPORT_SUMMARY_FILE,
+    TRAINER_STATE_FILE,
+)
+
 
 def _report(args: argparse.Namespace) -> int:
     from .report import load_run, write_report
@@ -32,14 +40,15 @@ def _report(args: argparse.Namespace) -> int:
     if args.output_dir:
         output_dir = Path(args.output_dir)
     elif len(runs) == 1:
-        output_dir = runs[0].path / "report"
+        output_dir = runs[0].path / REPORT_DIR
     else:
         output_dir = Path("trl-adaptive-report")
     report = write_report(runs, output_dir, dpi=args.dpi)
     for run in runs:
         for note in run.notes:
             print(f"[{run.label}] {note}", file=sys.stderr)
-    print(f"wrote {output_dir / 'summary.md'} and {len(report['figures'])} figures: {', '.join(report['figures'])}")
+    figures = report["figures"]
+    print(f"wrote {output_dir / REPORT_SUMMARY_FILE} and {len(figures)} figures: {', '.join(figures)}")
     return 0
 
 
@@ -49,7 +58,8 @@ def main(argv: list[str] | None = None) -> int:
     report = commands.add_parser(
         "report",
         help="figures and a markdown summary from one or more runs' output_dir",
-        description="Reads allocations.jsonl, trainer_state.json (newest checkpoint) and prompt_statistics.json; "
+        description=f"Reads {ALLOCATION_LOG_FILE}, {TRAINER_STATE_FILE} (newest checkpoint) and "
+        f"{FINAL_STATISTICS_FILE}; "
         "writes the allocation histogram per epoch, effective-gradient ratio with the all-correct / all-wrong split, "
         "prompt-status counts per epoch and the status transition matrix (Knapsack RL figures 5-8). Several runs "
         "are overlaid.",

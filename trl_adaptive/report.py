@@ -24,29 +24,25 @@ Example:
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from .allocation import prompts_per_status
-from .trainer.allocation_log import ALLOCATION_LOG_FILE, read_allocation_log
+from .allocation.status import SEEN_STATUSES, STATUS_LABELS, STATUSES, prompts_per_status, status_index
+from .run_files import (
+    ADAPTIVE_STATE_FILE,
+    ALLOCATION_LOG_FILE,
+    FINAL_STATISTICS_FILE,
+    REPORT_DATA_FILE,
+    REPORT_SUMMARY_FILE,
+    TRAINER_STATE_FILE,
+    checkpoint_folders,
+    read_allocation_log,
+    read_json_or_none,
+)
 
-STATISTICS_FILE = "prompt_statistics.json"
-TRAINER_STATE_FILE = "trainer_state.json"
-ADAPTIVE_STATE_FILE = "adaptive_state.json"
-# Knapsack RL's five prompt states (section 5.2), keyed as the trainer's ``prompt_status/*`` metrics.
-STATUSES = ("p0", "p0_0.2", "p0.2_0.8", "p0.8_1", "p1")
-STATUS_LABELS = {
-    "unseen": "unseen",
-    "p0": "p = 0",
-    "p0_0.2": "0 < p ≤ 0.2",
-    "p0.2_0.8": "0.2 < p < 0.8",
-    "p0.8_1": "0.8 ≤ p < 1",
-    "p1": "p = 1",
-}
 RATIO_KEYS = {
     "effective": "allocation/effective_gradient_ratio",
     "all_correct": "allocation/zero_gradient_ratio_all_correct",
@@ -72,82 +68,16 @@ class RunData:
 # ---------------------------------------------------------------------------------------------------------------------
 # Reading a run folder
 # ---------------------------------------------------------------------------------------------------------------------
-def _checkpoints(run_dir: Path) -> list[Path]:
-    """``checkpoint-N`` folders, newest (largest N) first."""
-    found = [
-        (int(m.group(1)), p) for p in run_dir.glob("checkpoint-*") if (m := re.fullmatch(r"checkpoint-(\d+)", p.name))
-    ]
-    return [p for _, p in sorted(found, reverse=True)]
-
-
-def _read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        return None
-
-
 def load_run(run_dir: str | Path, label: str | None = None) -> RunData:
     """Read a run's ``output_dir``. Missing files become notes; raises only when there is nothing to report."""
     path = Path(run_dir)
     if not path.is_dir():
         raise FileNotFoundError(f"{path} is not a folder: pass the output_dir of an AdaptiveGRPOTrainer run.")
     run = RunData(label=label or path.name, path=path)
-    checkpoints = _checkpoints(path)
-
-    log_path = path / ALLOCATION_LOG_FILE
-    if log_path.exists():
-        run.records = read_allocation_log(str(log_path)) or None
-    if run.records is None:
-        run.notes.append(
-            f"No {ALLOCATION_LOG_FILE} (or it is empty) in {path}: the run was made with log_allocations=False or "
-            "by an older trl_adaptive, or this is not its output_dir. Skipped: allocation histogram, completions "
-            "by status, prompt-status counts and transition matrix."
-        )
-
-    states = [(p / TRAINER_STATE_FILE) for p in [path, *checkpoints] if (p / TRAINER_STATE_FILE).exists()]
-    loaded = [(s, d) for s in states if (d := _read_json(s)) is not None]
-    if loaded:
-        source, state = max(loaded, key=lambda item: item[1].get("global_step", 0))
-        run.log_history, run.log_source = state.get("log_history", []), str(source.relative_to(path))
-        last_logged = int(state.get("global_step", 0))
-        last_allocated = run.records[-1]["step"] + 1 if run.records else 0
-        if last_allocated > last_logged:
-            run.notes.append(
-                f"Trainer logs ({run.log_source}) end at step {last_logged}, allocations.jsonl at step "
-                f"{last_allocated}: the run was interrupted after that checkpoint, or ended without "
-                f"trainer.save_state(). Logged metrics stop at step {last_logged}; the gradient-ratio figure goes on "
-                f"from {ALLOCATION_LOG_FILE} (exact for 0/1 rewards) and the allocation figures use every step."
-            )
-    else:
-        run.notes.append(
-            f"No {TRAINER_STATE_FILE} in {path} or its checkpoint-* folders (HF Trainer writes it at each checkpoint "
-            "and on trainer.save_state()): the run stopped before its first checkpoint, or saved none and never "
-            f"called trainer.save_state(). The gradient-ratio figure is computed from {ALLOCATION_LOG_FILE} instead "
-            "(exact for 0/1 rewards)."
-        )
-
-    stats_path = path / STATISTICS_FILE
-    if stats_path.exists() and (stats := _read_json(stats_path)) is not None:
-        run.statistics, run.statistics_source = stats, STATISTICS_FILE
-    for checkpoint in checkpoints:
-        adaptive = _read_json(checkpoint / ADAPTIVE_STATE_FILE)
-        if adaptive is None:
-            continue
-        run.allocator = adaptive.get("allocator", {}).get("name")
-        if run.statistics is None:
-            run.statistics = adaptive.get("statistics")
-            run.statistics_source = str((checkpoint / ADAPTIVE_STATE_FILE).relative_to(path))
-        break
-    if run.statistics is None:
-        run.notes.append(
-            f"No {STATISTICS_FILE} (written when training ends) and no checkpoint {ADAPTIVE_STATE_FILE} in {path}: "
-            "the final per-prompt statistics are not in the summary."
-        )
-    elif run.statistics_source != STATISTICS_FILE:
-        run.notes.append(
-            f"No {STATISTICS_FILE} (written when training ends): final statistics taken from {run.statistics_source}."
-        )
+    checkpoints = [Path(folder) for folder in checkpoint_folders(path)]
+    _read_allocations(run)
+    _read_trainer_logs(run, checkpoints)
+    _read_statistics(run, checkpoints)
     if run.records is None and run.log_history is None:
         raise FileNotFoundError(
             f"Nothing to report in {path}: neither {ALLOCATION_LOG_FILE} nor any {TRAINER_STATE_FILE}. "
@@ -156,18 +86,71 @@ def load_run(run_dir: str | Path, label: str | None = None) -> RunData:
     return run
 
 
+def _read_allocations(run: RunData) -> None:
+    log_path = run.path / ALLOCATION_LOG_FILE
+    if log_path.exists():
+        run.records = read_allocation_log(log_path) or None
+    if run.records is None:
+        run.notes.append(
+            f"No {ALLOCATION_LOG_FILE} (or it is empty) in {run.path}: the run was made with log_allocations=False "
+            "or by an older trl_adaptive, or this is not its output_dir. Skipped: allocation histogram, completions "
+            "by status, prompt-status counts and transition matrix."
+        )
+
+
+def _read_trainer_logs(run: RunData, checkpoints: list[Path]) -> None:
+    """The newest ``trainer_state.json`` (largest global step) of the run folder and its checkpoints."""
+    paths = [folder / TRAINER_STATE_FILE for folder in [run.path, *checkpoints]]
+    loaded = [(p, state) for p in paths if (state := read_json_or_none(p)) is not None]
+    if not loaded:
+        run.notes.append(
+            f"No {TRAINER_STATE_FILE} in {run.path} or its checkpoint-* folders (HF Trainer writes it at each "
+            "checkpoint and on trainer.save_state()): the run stopped before its first checkpoint, or saved none "
+            f"and never called trainer.save_state(). The gradient-ratio figure is computed from {ALLOCATION_LOG_FILE} "
+            "instead (exact for 0/1 rewards)."
+        )
+        return
+    source, state = max(loaded, key=lambda item: item[1].get("global_step", 0))
+    run.log_history, run.log_source = state.get("log_history", []), str(source.relative_to(run.path))
+    last_logged = int(state.get("global_step", 0))
+    last_allocated = run.records[-1]["step"] + 1 if run.records else 0
+    if last_allocated > last_logged:
+        run.notes.append(
+            f"Trainer logs ({run.log_source}) end at step {last_logged}, {ALLOCATION_LOG_FILE} at step "
+            f"{last_allocated}: the run was interrupted after that checkpoint, or ended without "
+            f"trainer.save_state(). Logged metrics stop at step {last_logged}; the gradient-ratio figure goes on "
+            f"from {ALLOCATION_LOG_FILE} (exact for 0/1 rewards) and the allocation figures use every step."
+        )
+
+
+def _read_statistics(run: RunData, checkpoints: list[Path]) -> None:
+    """The final statistics, else the newest checkpoint's; the allocator's name from the newest checkpoint."""
+    if (stats := read_json_or_none(run.path / FINAL_STATISTICS_FILE)) is not None:
+        run.statistics, run.statistics_source = stats, FINAL_STATISTICS_FILE
+    for checkpoint in checkpoints:
+        adaptive = read_json_or_none(checkpoint / ADAPTIVE_STATE_FILE)
+        if adaptive is None:
+            continue
+        run.allocator = adaptive.get("allocator", {}).get("name")
+        if run.statistics is None:
+            run.statistics = adaptive.get("statistics")
+            run.statistics_source = str((checkpoint / ADAPTIVE_STATE_FILE).relative_to(run.path))
+        break
+    if run.statistics is None:
+        run.notes.append(
+            f"No {FINAL_STATISTICS_FILE} (written when training ends) and no checkpoint {ADAPTIVE_STATE_FILE} in "
+            f"{run.path}: the final per-prompt statistics are not in the summary."
+        )
+    elif run.statistics_source != FINAL_STATISTICS_FILE:
+        run.notes.append(
+            f"No {FINAL_STATISTICS_FILE} (written when training ends): final statistics taken from "
+            f"{run.statistics_source}."
+        )
+
+
 # ---------------------------------------------------------------------------------------------------------------------
 # Tables: pure functions of the records / logs
 # ---------------------------------------------------------------------------------------------------------------------
-def _status(rate: float) -> str:
-    """The bucket of one rate, with ``prompts_per_status``'s boundaries (plain comparisons: it runs per draw)."""
-    if rate <= 0.0:
-        return "p0"
-    if rate >= 1.0:
-        return "p1"
-    return "p0_0.2" if rate <= 0.2 else "p0.2_0.8" if rate < 0.8 else "p0.8_1"
-
-
 def epoch_rates(records: list[dict[str, Any]]) -> dict[int, dict[int, float]]:
     """Per epoch (0-based), each attempted prompt's success rate in that epoch: its successes / scored completions."""
     totals: dict[int, dict[int, list[int]]] = {}
@@ -198,10 +181,12 @@ def transition_matrix(records: list[dict[str, Any]]) -> tuple[np.ndarray, int, i
     if len(rates) < 2:
         return None
     first, last = min(rates), max(rates)
-    matrix = np.zeros((len(STATUSES), len(STATUSES)), dtype=np.int64)
-    for pid, rate in rates[first].items():
-        if pid in rates[last]:
-            matrix[STATUSES.index(_status(rate)), STATUSES.index(_status(rates[last][pid]))] += 1
+    both = [pid for pid in rates[first] if pid in rates[last]]
+    # Rows and columns are SEEN_STATUSES: an attempted prompt has a rate, so status_index is >= 1 (0 is unseen).
+    before = status_index([rates[first][pid] for pid in both]) - 1
+    after = status_index([rates[last][pid] for pid in both]) - 1
+    matrix = np.zeros((len(SEEN_STATUSES), len(SEEN_STATUSES)), dtype=np.int64)
+    np.add.at(matrix, (before, after), 1)
     return matrix, first, last
 
 
@@ -218,11 +203,10 @@ def counts_by_status(records: list[dict[str, Any]]) -> dict[int, dict[str, tuple
     groups: dict[int, dict[str, list[int]]] = {}
     for record in records:
         by_status = groups.setdefault(int(record["epoch"]), {})
-        for rate, count in zip(record["success_rates"], record["counts"], strict=True):
-            status = "unseen" if rate is None else _status(rate)
-            by_status.setdefault(status, []).append(int(count))
-    order = ("unseen", *STATUSES)
-    return {e: {s: (float(np.mean(g[s])), len(g[s])) for s in order if s in g} for e, g in sorted(groups.items())}
+        # null (no rate yet) reads as NaN: unseen.
+        for index, count in zip(status_index(record["success_rates"]), record["counts"], strict=True):
+            by_status.setdefault(STATUSES[index], []).append(int(count))
+    return {e: {s: (float(np.mean(g[s])), len(g[s])) for s in STATUSES if s in g} for e, g in sorted(groups.items())}
 
 
 def ratio_from_allocations(records: list[dict[str, Any]]) -> dict[str, list[float]]:
@@ -356,18 +340,17 @@ def summary_markdown(summaries: list[dict[str, Any]], images: list[str]) -> str:
         if "counts_by_status" not in s:
             continue
         lines += [f"## {s['label']}: mean completions per prompt, by the success rate the allocator saw", ""]
-        header = ["epoch", *(STATUS_LABELS[k] for k in ("unseen", *STATUSES))]
+        header = ["epoch", *(STATUS_LABELS[k] for k in STATUSES)]
         lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         for epoch, by_status in s["counts_by_status"].items():
-            cells = [
-                f"{by_status[k][0]:.1f} ({by_status[k][1]})" if k in by_status else "" for k in ("unseen", *STATUSES)
-            ]
+            cells = [f"{by_status[k][0]:.1f} ({by_status[k][1]})" if k in by_status else "" for k in STATUSES]
             lines.append(f"| {epoch} | " + " | ".join(cells) + " |")
         lines += ["", "(number of prompt draws in brackets)", ""]
         lines += [f"Prompts per status, by their success rate in each epoch ({s['label']}):", ""]
-        lines += ["| epoch | " + " | ".join(STATUS_LABELS[k] for k in STATUSES) + " |", "|" + "---|" * 6]
+        lines += ["| epoch | " + " | ".join(STATUS_LABELS[k] for k in SEEN_STATUSES) + " |"]
+        lines += ["|" + "---|" * (len(SEEN_STATUSES) + 1)]
         for epoch, counts in s["status_per_epoch"].items():
-            lines.append(f"| {epoch} | " + " | ".join(str(counts[k]) for k in STATUSES) + " |")
+            lines.append(f"| {epoch} | " + " | ".join(str(counts[k]) for k in SEEN_STATUSES) + " |")
         lines.append("")
     lines += ["## Sources and what is missing", ""]
     for s in summaries:
@@ -410,6 +393,6 @@ def write_report(runs: list[RunData], output_dir: str | Path, dpi: int = 90) -> 
         plots.save(figure, output_dir / name, dpi=dpi)
     summaries = [summarize(r) for r in runs]
     report = {"runs": summaries, "figures": sorted(figures)}
-    (output_dir / "report.json").write_text(json.dumps(report, indent=1, default=float), encoding="utf-8")
-    (output_dir / "summary.md").write_text(summary_markdown(summaries, list(figures)), encoding="utf-8")
+    (output_dir / REPORT_DATA_FILE).write_text(json.dumps(report, indent=1, default=float), encoding="utf-8")
+    (output_dir / REPORT_SUMMARY_FILE).write_text(summary_markdown(summaries, list(figures)), encoding="utf-8")
     return report

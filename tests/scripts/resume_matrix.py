@@ -2,7 +2,7 @@
 
 Every resumed run must reproduce the uninterrupted run's allocations of every later step, its final statistics and
 its success-rate column; checkpoints fall mid-epoch, on an epoch's last step and on the run's last step. Used by
-``tests/test_resume.py`` in-process (one rank) and under ``accelerate launch`` (two ranks):
+``tests/trainer/test_resume.py`` in-process (one rank) and under ``accelerate launch`` (two ranks):
 
     accelerate launch --multi_gpu --num_processes 2 ... tests/scripts/resume_matrix.py MODEL_DIR OUT_DIR [MODE]
 
@@ -22,13 +22,12 @@ import shutil
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: trainer_helpers
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the shared helpers
 
 from accelerate import PartialState  # noqa: E402
 from datasets import Dataset  # noqa: E402
-from trainer_helpers import reward_has_vowel_e, tiny_config_kwargs  # noqa: E402
+from helpers.trainer import build_trainer  # noqa: E402
 
-from trl_adaptive import AdaptiveGRPOConfig, AdaptiveGRPOTrainer  # noqa: E402
 from trl_adaptive.trainer.allocation_log import ALLOCATION_LOG_FILE, read_allocation_log  # noqa: E402
 
 MODES = {
@@ -67,19 +66,16 @@ def _dataset() -> Dataset:
 
 
 def train(model_dir: str, output_dir: Path, num_processes: int, mode: str, resume: str | None = None) -> dict:
-    args = AdaptiveGRPOConfig(
-        **tiny_config_kwargs(
-            str(output_dir),
-            per_device_train_batch_size=8 // num_processes,  # generation batch of 8 completions = 2 prompts x 4
-            max_steps=-1,
-            num_train_epochs=EPOCHS,
-            save_strategy="steps",
-            save_steps=1,
-        ),
+    trainer = build_trainer(
+        model_dir,
+        output_dir,
+        _dataset(),
+        per_device_train_batch_size=8 // num_processes,  # generation batch of 8 completions = 2 prompts x 4
+        max_steps=-1,
+        num_train_epochs=EPOCHS,
+        save_strategy="steps",
+        save_steps=1,
         **MODES[mode],
-    )
-    trainer = AdaptiveGRPOTrainer(
-        model=model_dir, reward_funcs=reward_has_vowel_e, args=args, train_dataset=_dataset()
     )
     trainer.train(resume_from_checkpoint=resume)
     column = [None if math.isnan(x) else x for x in trainer.train_dataset["success_rate"]]

@@ -1,6 +1,6 @@
 """Train on the tiny model in every rank of an ``accelerate launch``; each rank writes a JSON report.
 
-Launched by ``tests/test_multiprocess.py``:
+Launched by ``tests/trainer/test_multiprocess.py`` and ``tests/test_report.py``:
 
     accelerate launch --multi_gpu --num_processes 2 --num_machines 1 --mixed_precision no --dynamo_backend no \
         --main_process_port PORT tests/scripts/train_two_ranks.py MODEL_DIR REPORT_DIR [skewed|uniform-vs-grpo] [STEPS]
@@ -26,10 +26,11 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: trainer_helpers
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the shared helpers
 
 from datasets import Dataset  # noqa: E402
-from trainer_helpers import SkewedAllocator, reward_has_vowel_e, reward_length, tiny_config_kwargs  # noqa: E402
+from helpers.allocation import SkewedAllocator  # noqa: E402
+from helpers.trainer import reward_has_vowel_e, reward_length, tiny_config_kwargs  # noqa: E402
 from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 
 from trl_adaptive import AdaptiveGRPOConfig, AdaptiveGRPOTrainer  # noqa: E402
@@ -159,7 +160,7 @@ def main() -> None:
     os.replace(tmp, path)
 
     # Tear the gloo process group down explicitly: leaving it to interpreter exit occasionally aborts a rank with
-    # "terminate called without an active exception" (shared/research/cpu-feasibility.md section 6).
+    # "terminate called without an active exception" (a known gloo teardown race on CPU).
     accelerator.wait_for_everyone()
     accelerator.end_training()
 

@@ -7,7 +7,6 @@ from .base import (
     allocator_parameters,
     get_allocator,
     largest_remainder,
-    prompts_per_status,
     register_allocator,
     registered_allocators,
 )
@@ -16,6 +15,7 @@ from .cero import CeroAllocator
 from .knapsack import KnapsackAllocator
 from .reinforce_ada import ReinforceAdaEstAllocator
 from .solvers import knapsack_objective, solve_dp, solve_greedy
+from .status import STATUS_LABELS, STATUSES, prompts_per_status, status_index
 from .uniform import UniformAllocator
 from .value import (
     expected_info_gain,
@@ -51,7 +51,10 @@ __all__ = [
     "mixed_group_demand",
     "pilot_budget_check",
     "prob_nonzero_gradient",
+    "STATUSES",
+    "STATUS_LABELS",
     "prompts_per_status",
+    "status_index",
     "register_allocator",
     "registered_allocators",
     "solve_dp",

@@ -3,7 +3,7 @@
 An allocator answers one question: how many completions does each prompt of this generation batch get, so that the
 counts sum exactly to the budget? Everything here is NumPy; nothing imports torch or trl.
 
-Contract (checked for every registered allocator by ``tests/test_allocator_contract.py``):
+Contract (checked for every registered allocator by ``tests/allocation/test_allocator_contract.py``):
 
 - ``allocate(stats, budget)`` returns an :class:`Allocation`: ``counts``, an ``int64`` array of shape ``(M,)`` with
   ``sum == budget``, every entry ``0`` or in ``[min_rollouts, max_rollouts]`` (only allocators with
@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
+
+from .._validate import check_int, is_int
 
 
 @dataclass(frozen=True)
@@ -113,21 +115,15 @@ class Allocator:
     name: ClassVar[str] = ""
     # True for strategies that may skip a prompt in a step (CERO); others give every prompt >= min_rollouts.
     allows_zero: ClassVar[bool] = False
+    # The store's estimators the allocation reads (trl_adaptive/stats/estimators.py: "epoch_rate", "decayed_rate",
+    # "posterior"), so the config can tell which store settings matter. Undeclared: assumed to read all three.
+    reads: ClassVar[tuple[str, ...]] = ("epoch_rate", "decayed_rate", "posterior")
 
     min_rollouts: int = 2
     max_rollouts: int = 128
 
     def __post_init__(self) -> None:
-        if not isinstance(self.min_rollouts, (int, np.integer)) or self.min_rollouts < 2:
-            raise ValueError(
-                f"min_rollouts={self.min_rollouts!r}: must be an integer >= 2, because a group of one completion has "
-                "no baseline and gets zero advantage. Set min_rollouts=2 or more."
-            )
-        if not isinstance(self.max_rollouts, (int, np.integer)) or self.max_rollouts < self.min_rollouts:
-            raise ValueError(
-                f"max_rollouts={self.max_rollouts!r}: must be an integer >= min_rollouts ({self.min_rollouts}). "
-                "Raise max_rollouts or lower min_rollouts."
-            )
+        check_rollout_bounds(self.min_rollouts, self.max_rollouts)
 
     # -- the public entry point -------------------------------------------------------------------------------------
     def allocate(self, stats: PromptBatchStats | np.ndarray | list[float], budget: int) -> Allocation:
@@ -176,7 +172,7 @@ class Allocator:
 
     def check_budget(self, num_prompts: int, budget: int) -> None:
         """Raise a ValueError naming the numbers when ``budget`` cannot be split over ``num_prompts`` prompts."""
-        if not isinstance(budget, (int, np.integer)) or isinstance(budget, bool):
+        if not is_int(budget):
             raise ValueError(f"budget must be an integer number of completions, got {budget!r}.")
         low = 0 if self.allows_zero else num_prompts * self.min_rollouts
         high = num_prompts * self.max_rollouts
@@ -284,14 +280,36 @@ def get_allocator(name: str, **kwargs: Any) -> Allocator:
 
     if name not in _REGISTRY:
         raise ValueError(f"Unknown allocator {name!r}. Registered allocators: {', '.join(registered_allocators())}.")
-    accepted = allocator_parameters(name)
+    check_allocator_kwargs(name, kwargs, allocator_parameters(name))
+    return _REGISTRY[name](**kwargs)
+
+
+def check_rollout_bounds(min_rollouts: int, max_rollouts: int) -> None:
+    """The one rule for N_low and N_up: integers with 2 <= N_low <= N_up."""
+    check_int(
+        "min_rollouts",
+        min_rollouts,
+        minimum=2,
+        reason="a group of one completion has no baseline and gets zero advantage",
+        fix="Set min_rollouts=2 or more.",
+    )
+    check_int(
+        "max_rollouts",
+        max_rollouts,
+        minimum=min_rollouts,
+        minimum_name="min_rollouts",
+        fix="Raise max_rollouts or lower min_rollouts.",
+    )
+
+
+def check_allocator_kwargs(name: str, kwargs: Mapping[str, Any], accepted: list[str]) -> None:
+    """The one check of ``allocator_kwargs`` against what strategy ``name`` takes (allocators and procedures)."""
     unknown = sorted(set(kwargs) - set(accepted))
     if unknown:
         raise ValueError(
-            f"Allocator {name!r} takes no argument(s) {unknown} (from allocator_kwargs?); it takes "
-            f"{', '.join(accepted)}. Remove them, or choose the allocator they belong to."
+            f"allocator={name!r} takes no argument(s) {unknown}; it takes {', '.join(accepted)}. Remove them from "
+            "allocator_kwargs, or choose the allocator they belong to."
         )
-    return _REGISTRY[name](**kwargs)
 
 
 def allocator_parameters(name: str) -> list[str]:
@@ -360,20 +378,6 @@ def largest_remainder(shares: np.ndarray, total: int, low: int = 0, high: int | 
     return counts
 
 
-def prompts_per_status(success_rates: np.ndarray) -> dict[str, int]:
-    """Counts of prompts per difficulty bucket (DESIGN 3): unseen, p=0, (0,0.2], (0.2,0.8), [0.8,1), p=1."""
-    p = np.asarray(success_rates, dtype=np.float64)
-    seen = p[~np.isnan(p)]
-    return {
-        "unseen": int(np.isnan(p).sum()),
-        "p0": int((seen == 0).sum()),
-        "p0_0.2": int(((seen > 0) & (seen <= 0.2)).sum()),
-        "p0.2_0.8": int(((seen > 0.2) & (seen < 0.8)).sum()),
-        "p0.8_1": int(((seen >= 0.8) & (seen < 1)).sum()),
-        "p1": int((seen == 1).sum()),
-    }
-
-
 __all__ = [
     "Allocation",
     "Allocator",
@@ -382,7 +386,6 @@ __all__ = [
     "allocator_parameters",
     "get_allocator",
     "largest_remainder",
-    "prompts_per_status",
     "register_allocator",
     "registered_allocators",
 ]

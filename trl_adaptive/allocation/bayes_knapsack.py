@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._validate import check_int
 from . import _kernels
 from .base import Allocation, Allocator, PromptBatchStats, largest_remainder, register_allocator
 from .solvers import SOLVERS, _ensure_compiled, solve_dp, solve_greedy
@@ -39,6 +40,11 @@ from .solvers import SOLVERS, _ensure_compiled, solve_dp, solve_greedy
 @dataclass
 class BayesKnapsackAllocator(Allocator):
     """Knapsack RL on the posterior: maximise sum_i E[Value(N_i, p_i)], p_i ~ Beta(a_i, b_i), with sum_i N_i = B.
+
+    Paper: builds on Z. Li, C. Chen, T. Yang, T. Ding, R. Sun, G. Zhang, W. Huang and Z. Luo, "Knapsack RL: Unlocking
+    Exploration of LLMs via Optimizing Budget Allocation", 2025, arXiv 2509.25849: the objective of its Sec. 4 (Eq. 5),
+    taken in expectation under each prompt's Beta posterior. The expectation is this package's extension, not the
+    paper's (docs/allocators.md, "bayes_knapsack").
 
     Symbols: ``stats.beta_a`` / ``stats.beta_b`` are a_i, b_i (from ``PromptStatistics.batch``: Beta(1, 1), plus the
     prior column's pseudo-counts, plus the evidence, forgotten at ``posterior_half_life`` if set); ``budget`` is B;
@@ -73,6 +79,7 @@ class BayesKnapsackAllocator(Allocator):
     """
 
     name = "bayes_knapsack"
+    reads = ("posterior",)  # beta_a, beta_b (and the real counts' evidence)
 
     solver: str = "greedy"
 
@@ -121,8 +128,7 @@ class BayesKnapsackAllocator(Allocator):
         a, b = posterior(stats)
         num_prompts = len(a)
         already = _as_counts(already, num_prompts, self.max_rollouts)
-        if isinstance(budget_left, bool) or not isinstance(budget_left, (int, np.integer)) or budget_left < 0:
-            raise ValueError(f"budget_left={budget_left!r} must be an integer >= 0 (completions not yet spent).")
+        check_int("budget_left", budget_left, minimum=0, reason="completions not yet spent")
         lower = np.maximum(already, self.min_rollouts)
         total = int(already.sum()) + int(budget_left)
         low, high = int(lower.sum()), num_prompts * self.max_rollouts
@@ -241,15 +247,9 @@ def pilot_budget_check(pilot_rollouts: int, num_prompts: int, budget: int, min_r
         ValueError: pilot_rollouts=8 x 256 prompts = 2048 completions leaves nothing for round two ... at most 7, ...
     """
     for field, value in (("pilot_rollouts", pilot_rollouts), ("num_prompts", num_prompts), ("budget", budget)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-            raise ValueError(
-                f"{field}={value!r} must be an integer >= 1"
-                + (
-                    " (completions per prompt in the pilot round; leave the pilot off instead of 0)."
-                    if field == "pilot_rollouts"
-                    else "."
-                )
-            )
+        pilot = field == "pilot_rollouts"
+        reason = "completions per prompt in the pilot round; leave the pilot off instead of 0" if pilot else ""
+        check_int(field, value, minimum=1, reason=reason)
     if pilot_rollouts * num_prompts >= budget:
         raise ValueError(
             f"pilot_rollouts={pilot_rollouts} x {num_prompts} prompts = {pilot_rollouts * num_prompts} completions "

@@ -16,7 +16,7 @@ U*_i(theta) = inf_{s >= 0} (theta s - U_i(s)), whose gradient is s*(theta) = ln(
 theta_i is prompt i's marginal utility at its projected cumulative allocation: it falls while the prompt is sampled
 faster than s*(theta_i) / K per epoch (diminishing returns) and rises while it is skipped. mu is the budget price:
 ``mu - eta_mu (B/K - sum N) = mu + eta_mu (sum N - B/K)``, so it RISES when the rule asks for more than the
-per-epoch budget and falls when it asks for less. DESIGN 2.4's formula has this same (correct) sign.
+per-epoch budget and falls when it asks for less (the sign of CERO's dual update, Algorithm 1).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from .._validate import check_int, check_number
 from .base import Allocation, Allocator, PromptBatchStats, register_allocator
 
 STATE_VERSION = 1
@@ -37,6 +38,10 @@ STATE_VERSION = 1
 @dataclass
 class CeroAllocator(Allocator):
     """CERO's primal-dual allocation, one generation batch (TRL step) at a time; prompts may get 0 completions.
+
+    Paper: Y. Zong, Y. Wang and J. Jiang, "Cross-Epoch Adaptive Rollout Optimization for RL Post-Training", 2026,
+    arXiv 2606.05606. Implements Sec. 4, Algorithm 1: the online primal-dual allocation with prompt duals theta_i and a
+    budget price mu.
 
     **Mapping onto TRL steps.** The paper decides per epoch with a flexible spend; a TRL step must spend exactly B.
     Each call of :meth:`allocate` is one round of the paper's algorithm restricted to the M prompts of the batch (in
@@ -93,6 +98,7 @@ class CeroAllocator(Allocator):
     """
 
     name: ClassVar[str] = "cero"
+    reads: ClassVar[tuple[str, ...]] = ("posterior",)  # beta_a, beta_b
     allows_zero: ClassVar[bool] = True
 
     max_rollouts: int = 16
@@ -113,13 +119,8 @@ class CeroAllocator(Allocator):
     def __post_init__(self) -> None:
         super().__post_init__()
         for name in ("eta", "eta_theta", "eta_mu", "eps"):
-            value = getattr(self, name)
-            real = isinstance(value, (int, float, np.floating)) and not isinstance(value, bool)
-            if not real or not math.isfinite(value) or value <= 0:
-                raise ValueError(f"{name}={value!r}: must be a finite number > 0.")
-        k = self.num_epochs
-        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-            raise ValueError(f"num_epochs={self.num_epochs!r}: K must be an integer >= 1 (TRL's num_train_epochs).")
+            check_number(name, getattr(self, name), above=0, finite=True)
+        check_int("num_epochs", self.num_epochs, minimum=1, reason="K, TRL's num_train_epochs")
 
     def check_budget(self, num_prompts: int, budget: int) -> None:
         """As the base check, plus: some number m of sampled prompts must fit, m N_low <= B <= m N_max."""

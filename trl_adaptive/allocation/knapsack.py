@@ -16,11 +16,15 @@ from .value import marginal_gains, mixed_group_demand, value_table
 class KnapsackAllocator(Allocator):
     """Knapsack RL's allocation: maximise sum_i Value(N_i, p_i) subject to sum_i N_i = B (the paper's Eq. 5).
 
+    Paper: Z. Li, C. Chen, T. Yang, T. Ding, R. Sun, G. Zhang, W. Huang and Z. Luo, "Knapsack RL: Unlocking Exploration
+    of LLMs via Optimizing Budget Allocation", 2025, arXiv 2509.25849. Implements Sec. 4: the knapsack of Eq. 5 over
+    the value of Sec. 4.1, with the fallback strategy of Sec. 4.2.
+
     Value(N, p) = (1 - p^N - (1 - p)^N) * p (1 - p)^2 (ProbNonZeroGradient x InfoGain, see :mod:`.value`), solved
     exactly per step by :mod:`.solvers`. Symbols: ``success_rates`` are p_i (the previous epoch's c_i / t_i, NaN when
     unseen), ``budget`` is B = N_total, ``min_rollouts`` is N_low, ``max_rollouts`` is N_up.
 
-    The rules, in order (DESIGN 2.2):
+    The rules, in order:
 
     1. Unseen prompts (NaN) get exactly what :class:`~.uniform.UniformAllocator` would give them (B // M, plus one for
        the first B % M positions). With every prompt unseen, as in the first epoch, the result IS the uniform one.
@@ -61,10 +65,11 @@ class KnapsackAllocator(Allocator):
         share, and surplus returns to mid-difficulty prompts by value before any solved prompt sees it. The 90% demand
         also differs by design: the official code grants N_low + int(bound) rollouts (23 at p = 0.9), we grant
         ceil(bound) in total (22), which is what the bound asks for; so the paper's Table 3 fallback column (29 / 23)
-        comes out as 30 / 22 here (``tests/test_knapsack.py::test_table3_like_example``).
+        comes out as 30 / 22 here (``tests/allocation/test_knapsack.py::test_table3_like_example``).
     """
 
     name = "knapsack"
+    reads = ("epoch_rate",)  # success_rate
 
     fallback: bool = True
     solver: str = "greedy"

@@ -102,6 +102,10 @@ def water_fill(weights: np.ndarray, total: float, low: float, high: float) -> np
 class ReinforceAdaEstAllocator(Allocator):
     """Reinforce-Ada Est: N_i = clip(lambda * w_i, N_low, N_up), w_i = p~_i^(-1/2) (hybrid) or p~_i^(-1) (inverse).
 
+    Paper: W. Xiong, C. Ye, B. Liao, H. Dong, X. Xu, C. Monz, J. Bian, N. Jiang and T. Zhang, "Reinforce-Ada: An
+    Adaptive Sampling Framework under Non-linear RL Objectives", 2025, arXiv 2510.04996. Implements Sec. 3.1
+    (Reinforce-Ada-Est), with the log objective's 1 / p weight of Sec. 2.2.
+
     The budget is split in proportion to w_i, as the paper's allocation N_i proportional to w_i, within the bounds:
     a prompt whose proportional share is below ``min_rollouts`` is raised to it, one above ``max_rollouts`` is cut to
     it, and the others get lambda * w_i with one common lambda chosen so that the shares sum to B (water-filling on
@@ -124,8 +128,8 @@ class ReinforceAdaEstAllocator(Allocator):
         weighting: ``"hybrid"`` (w = p~^(-1/2) plus residual weights) or ``"inverse"`` (w = p~^(-1), no weights).
         unseen_weight: how prompts nothing is known of (no scored completion and no prior, ``stats.evidence == 0``)
             are weighted. ``"batch_mean"`` (default) gives them the mean w of the batch's seen prompts, so an unseen
-            prompt gets about the uniform share B / M, neither hard nor easy (DESIGN 2.2: unseen prompts are not
-            hard). A batch of unseen prompts only (the first epoch) is split uniformly. ``"prior"`` uses the prior's
+            prompt gets about the uniform share B / M, neither hard nor easy: an unseen prompt is not a hard one. A
+            batch of unseen prompts only (the first epoch) is split uniformly. ``"prior"`` uses the prior's
             p~ = 1 / 17 like the official code, which treats every new prompt as a hard one.
 
     Warning:
@@ -151,6 +155,7 @@ class ReinforceAdaEstAllocator(Allocator):
     """
 
     name: ClassVar[str] = "reinforce_ada_est"
+    reads: ClassVar[tuple[str, ...]] = ("decayed_rate",)  # smoothed_rate (and the real counts' evidence)
 
     max_rollouts: int = 32
     weighting: Literal["hybrid", "inverse"] = "hybrid"

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._validate import is_int
 from . import _kernels
 from .value import MAX_ROLLOUTS_LIMIT
 
@@ -69,7 +70,7 @@ def _as_bounds(
 
 
 def _check_budget(budget: int, lo: np.ndarray, hi: np.ndarray) -> int:
-    if not isinstance(budget, (int, np.integer)) or isinstance(budget, bool):
+    if not is_int(budget):
         raise ValueError(f"budget must be an integer number of rollouts, got {budget!r}.")
     low, high = int(lo.sum()), int(hi.sum())
     if not low <= budget <= high:

@@ -14,6 +14,10 @@ from .base import Allocator, PromptBatchStats, largest_remainder, register_alloc
 class UniformAllocator(Allocator):
     """N_i = B / M for every prompt, whatever its statistics (GRPO).
 
+    Paper: Z. Shao, P. Wang, Q. Zhu, R. Xu, J. Song, M. Zhang, Y. K. Li, Y. Wu and D. Guo, "DeepSeekMath: Pushing the
+    Limits of Mathematical Reasoning in Open Language Models", 2024, arXiv 2402.03300. Implements GRPO's sampling
+    (Sec. 4.1): the same number of outputs for every question.
+
     When M does not divide B the remainder goes one unit each to the first prompts (largest-remainder rounding with
     equal remainders, so ties go to the lower index). With B = M * num_generations this is exactly GRPOTrainer's
     grouping, which ``AdaptiveGRPOTrainer(allocator="uniform")`` must reproduce bit for bit.
@@ -24,6 +28,7 @@ class UniformAllocator(Allocator):
     """
 
     name = "uniform"
+    reads = ()  # the same counts whatever the statistics
 
     def _allocate(self, stats: PromptBatchStats, budget: int) -> np.ndarray:
         num_prompts = len(stats)

@@ -20,6 +20,8 @@ import math
 
 import numpy as np
 
+from .._validate import check_int
+
 #: The largest per-prompt upper bound the tables and kernels accept (choice tables are int16).
 MAX_ROLLOUTS_LIMIT = 32767
 
@@ -261,8 +263,7 @@ def expected_value_table(
 
 
 def _check_n_up(n_up: int) -> None:
-    if not isinstance(n_up, (int, np.integer)) or not 0 <= n_up <= MAX_ROLLOUTS_LIMIT:
-        raise ValueError(f"n_up={n_up!r} must be an integer in [0, {MAX_ROLLOUTS_LIMIT}].")
+    check_int("n_up", n_up, minimum=0, maximum=MAX_ROLLOUTS_LIMIT)
 
 
 __all__ = [

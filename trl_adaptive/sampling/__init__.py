@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from ..allocation.base import Allocator, get_allocator, registered_allocators
+from ..allocation.base import Allocator, check_allocator_kwargs, get_allocator, registered_allocators
 from ..allocation.cero import CeroAllocator
 from .base import BatchContext, BatchRecord, BatchRun, Outcome, Procedure, Round, drive, pad_round
 from .dynamic import DynamicSampling
@@ -61,12 +61,7 @@ def as_procedure(strategy: str | Allocator | Procedure, **kwargs: Any) -> Proced
             raise ValueError(f"{type(strategy).__name__} is already built; it takes no further arguments {kwargs}.")
         return strategy
     if isinstance(strategy, str) and strategy in ROUND_PROCEDURES:
-        unknown = sorted(set(kwargs) - set(strategy_parameters(strategy)))
-        if unknown:
-            raise ValueError(
-                f"{strategy!r} takes no argument(s) {unknown} (from allocator_kwargs?); it takes "
-                f"{', '.join(strategy_parameters(strategy))}."
-            )
+        check_allocator_kwargs(strategy, kwargs, strategy_parameters(strategy))
         return ROUND_PROCEDURES[strategy](**kwargs)
     allocator = get_allocator(strategy, **kwargs) if isinstance(strategy, str) else strategy
     if not isinstance(allocator, Allocator):

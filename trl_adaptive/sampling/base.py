@@ -219,11 +219,14 @@ class Procedure:
         trains_all_generated: the outcome trains every completion the procedure generated (dynamic sampling can
             wrap only such procedures; Seq selects a subset).
         baseline_from_all: groups' baselines come from every completion generated (Seq).
+        draws_prompts: the procedure may call ``ctx.draw_prompts`` (prompts beyond the batch); a trainer whose data
+            cannot be drawn from by id (a streaming dataset) refuses such a procedure at construction.
     """
 
     name: ClassVar[str] = ""  # the config name of a procedure that is a strategy of its own (Seq, pilot_commit)
     trains_all_generated: ClassVar[bool] = True
     baseline_from_all: ClassVar[bool] = False
+    draws_prompts: ClassVar[bool] = False
     allocator: Any = None  # the plan-ahead allocator the procedure drives, if any
 
     @property

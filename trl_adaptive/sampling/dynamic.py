@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Generator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
+from .._validate import check_int
 from ..allocation.base import Allocator
 from .base import BatchContext, BatchRecord, Outcome, Procedure, Round, relay
 from .rules import dynamic_sampling_keep, is_success
@@ -16,6 +17,10 @@ from .rules import dynamic_sampling_keep, is_success
 @dataclass
 class DynamicSampling(Procedure):
     """Keep the mixed groups, draw further prompts for the rest, at most ``max_rounds`` extra rounds per batch.
+
+    Paper: Q. Yu, Z. Zhang, R. Zhu, Y. Yuan, X. Zuo, Y. Yue et al., "DAPO: An Open-Source LLM Reinforcement Learning
+    System at Scale", 2025, arXiv 2503.14476. Implements Sec. 3.2, dynamic sampling: over-sample and filter out the
+    groups whose accuracy is 0 or 1.
 
     One batch: the ``inner`` procedure samples the batch's prompts (e.g. knapsack's plan); groups whose completions
     are all successes or all failures by the success rule are dropped; while the kept groups hold fewer than B
@@ -34,12 +39,12 @@ class DynamicSampling(Procedure):
 
     inner: Procedure | Allocator | str = "uniform"
     max_rounds: int = 3
+    draws_prompts: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
         from . import as_procedure  # the package's resolver; a module-level import would be circular
 
-        if isinstance(self.max_rounds, bool) or not isinstance(self.max_rounds, int) or self.max_rounds < 0:
-            raise ValueError(f"max_rounds={self.max_rounds!r}: must be an integer >= 0 (extra rounds per step).")
+        check_int("max_rounds", self.max_rounds, minimum=0, reason="extra rounds per step")
         self.inner = as_procedure(self.inner)
         if not self.inner.trains_all_generated:
             raise ValueError(

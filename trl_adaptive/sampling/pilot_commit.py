@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from .._validate import check_int
 from ..allocation.knapsack import fill_evenly
 from .base import BatchContext, BatchRecord, Outcome, Procedure, Round
 
@@ -15,6 +16,9 @@ from .base import BatchContext, BatchRecord, Outcome, Procedure, Round
 @dataclass
 class PilotCommit(Procedure):
     """A pilot of k per prompt; prompts whose pilot success rate is mid-range share the rest; solved ones are evicted.
+
+    Paper: none published; the rule of the Pilot-Commit code (`databricks/pilot-commit`, `recipe/pc`) with its README's
+    thresholds.
 
     One batch: every prompt not evicted gets ``pilot_rollouts`` = k completions; prompts whose pilot success rate q
     lies in [``lower``, 1 - ``upper``] (the official ``diversity_threshold_lower`` / ``_upper``; README values
@@ -43,12 +47,10 @@ class PilotCommit(Procedure):
 
     def __post_init__(self) -> None:
         k = self.pilot_rollouts
-        if isinstance(k, bool) or not isinstance(k, int) or k < 2:
-            raise ValueError(f"pilot_rollouts={k!r}: must be an integer >= 2 (a group of one has no baseline).")
+        check_int("pilot_rollouts", k, minimum=2, reason="a group of one has no baseline")
         if not 0.0 <= self.lower <= 1.0 - self.upper <= 1.0:
             raise ValueError(f"Need 0 <= lower <= 1 - upper <= 1, got lower={self.lower}, upper={self.upper}.")
-        if not isinstance(self.max_rollouts, int) or self.max_rollouts < k:
-            raise ValueError(f"max_rollouts={self.max_rollouts!r}: must be an integer >= pilot_rollouts={k}.")
+        check_int("max_rollouts", self.max_rollouts, minimum=k, minimum_name="pilot_rollouts")
 
     @property
     def min_rollouts(self) -> int:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Generator
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
+from .._validate import check_int
 from ..allocation.base import Allocator, get_allocator
 from ..allocation.bayes_knapsack import absorb, pilot_budget_check
 from ..allocation.cero import CeroAllocator
@@ -21,6 +23,8 @@ def as_allocator(allocator: str | Allocator) -> Allocator:
 @dataclass
 class PlanAhead(Procedure):
     """The allocator splits the budget over the batch's prompts before anything is sampled; one round, all trained.
+
+    Paper: the allocator's (each allocator class names its own); this procedure adds no rule of its own.
 
     With ``uniform`` this is GRPOTrainer's batch exactly.
 
@@ -58,6 +62,10 @@ class PlanAhead(Procedure):
 class Pilot(Procedure):
     """A pilot round of k completions per prompt, then the rest of the budget on the posterior that absorbed it.
 
+    Paper: none; this package's two-round use of Knapsack RL (Li et al., 2025, arXiv 2509.25849): round 2 maximises the
+    knapsack objective of its Sec. 4 (Eq. 5) in expectation under the posterior (docs/allocators.md, "The pilot
+    round").
+
     Round 1 gives every prompt ``pilot_rollouts`` = k; the batch's posterior absorbs the results
     (:func:`~trl_adaptive.allocation.bayes_knapsack.absorb`; the store itself is updated once per step); round 2
     splits the remaining B - k M completions with the allocator's ``allocate_remaining`` (``bayes_knapsack``). Every
@@ -73,8 +81,7 @@ class Pilot(Procedure):
 
     def __post_init__(self) -> None:
         k = self.pilot_rollouts
-        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-            raise ValueError(f"pilot_rollouts={k!r}: must be an integer >= 1 (completions per prompt in round one).")
+        check_int("pilot_rollouts", k, minimum=1, reason="completions per prompt in round one")
         self.allocator = as_allocator(self.allocator)
         if not hasattr(self.allocator, "allocate_remaining"):
             raise ValueError(
@@ -114,6 +121,10 @@ class CeroPacing(PlanAhead):
     """CERO's rule with prompts drawn on demand: a batch prompt priced out (theta_i <= mu) is skipped and further
     prompts are drawn in its place, so the price decides which and how many distinct prompts an epoch trains on.
 
+    Paper: Y. Zong, Y. Wang and J. Jiang, "Cross-Epoch Adaptive Rollout Optimization for RL Post-Training", 2026,
+    arXiv 2606.05606. Implements the sampling rule of Sec. 4, Algorithm 1 (a prompt is sampled while its dual exceeds
+    the price), with further prompts drawn on demand.
+
     Up to ``allocator.max_draw_rounds`` times, while the wanted prompts examined cannot spend B at N_max each, twice
     the missing number of prompts is drawn (``ctx.draw_prompts``); then
     :meth:`~trl_adaptive.allocation.cero.CeroAllocator.allocate_paced` splits B over every examined prompt. Examined
@@ -122,6 +133,7 @@ class CeroPacing(PlanAhead):
     """
 
     allocator: CeroAllocator
+    draws_prompts: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
         if not isinstance(self.allocator, CeroAllocator):

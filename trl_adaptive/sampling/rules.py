@@ -6,6 +6,8 @@ import math
 
 import numpy as np
 
+from .._validate import check_int
+
 
 def is_success(rewards: np.ndarray | list[float], threshold: float) -> np.ndarray:
     """``(K,)`` bool: reward >= ``threshold``; NaN (no reward function scored it) is never a success.
@@ -47,10 +49,6 @@ def dynamic_sampling_keep(success: np.ndarray, group_ids: np.ndarray, num_groups
 
 
 # -- validation helpers -----------------------------------------------------------------------------------------------
-def _is_int(value: object) -> bool:
-    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
-
-
 def _as_counts(successes: np.ndarray, attempts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     s = np.asarray(successes, dtype=np.float64)
     a = np.asarray(attempts, dtype=np.float64)
@@ -85,8 +83,7 @@ def _as_group_ids(group_ids: np.ndarray, size: int, num_groups: int) -> np.ndarr
     g = np.asarray(group_ids)
     if g.shape != (size,) or (size and not np.issubdtype(g.dtype, np.integer)):
         raise ValueError(f"group_ids must be an integer array of shape ({size},), got {g.dtype} {g.shape}.")
-    if not _is_int(num_groups) or num_groups < 0:
-        raise ValueError(f"num_groups={num_groups!r}: must be an integer >= 0.")
+    check_int("num_groups", num_groups, minimum=0)
     if size and (g.min() < 0 or g.max() >= num_groups):
         raise ValueError(f"group_ids must lie in [0, {num_groups}); got values in [{g.min()}, {g.max()}].")
     return g.astype(np.int64)

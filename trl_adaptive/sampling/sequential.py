@@ -43,13 +43,19 @@ from typing import ClassVar
 
 import numpy as np
 
+from .._validate import check_int, check_number
 from .base import BatchContext, BatchRecord, Procedure, Round
-from .rules import _as_counts, _as_group_ids, _as_success, _is_int, is_success
+from .rules import _as_counts, _as_group_ids, _as_success, is_success
 
 
 @dataclass
 class Sequential(Procedure):
     """Base of Reinforce-Ada Seq's procedures: subclasses set ``name`` and implement :meth:`is_done`.
+
+    Paper: W. Xiong, C. Ye, B. Liao, H. Dong, X. Xu, C. Monz, J. Bian, N. Jiang and T. Zhang, "Reinforce-Ada: An
+    Adaptive Sampling Framework under Non-linear RL Objectives", 2025, arXiv 2510.04996. Implements Sec. 3.2
+    (Reinforce-Ada-Seq): sample in rounds, retire a prompt once its exit rule holds, then keep a balanced group of n
+    per prompt.
 
     Inside one generation batch: round 1 gives every prompt max(round_size, group_size) completions; each later round
     gives every still-active prompt round_size more, up to max_rollouts per prompt in total and an inference cap per
@@ -94,24 +100,26 @@ class Sequential(Procedure):
     inference_cap: float = 4.0
 
     def __post_init__(self) -> None:
-        if not _is_int(self.max_rollouts) or self.max_rollouts < 2:
-            raise ValueError(f"max_rollouts={self.max_rollouts!r}: must be an integer >= 2.")
-        if not _is_int(self.round_size) or self.round_size < 1:
-            raise ValueError(
-                f"round_size={self.round_size!r}: must be an integer >= 1 (completions per active prompt per "
-                "round; the official value is 8)."
-            )
+        check_int("max_rollouts", self.max_rollouts, minimum=2)
+        check_int(
+            "round_size",
+            self.round_size,
+            minimum=1,
+            reason="completions per active prompt per round; the official value is 8",
+        )
         if self.max_rollouts < self.round_size:
             raise ValueError(
                 f"max_rollouts={self.max_rollouts} < round_size={self.round_size}: one round would exceed the "
                 "per-prompt maximum. Raise max_rollouts (e.g. 4 * round_size) or lower round_size."
             )
         cap = self.inference_cap
-        if isinstance(cap, bool) or not isinstance(cap, (int, float, np.integer, np.floating)) or not cap >= 1:
-            raise ValueError(
-                f"inference_cap={cap!r}: must be a number >= 1 (the batch may generate inference_cap x the "
-                "training budget; 1 means no round beyond the first, 4.0 is the official 4 rounds)."
-            )
+        check_number(
+            "inference_cap",
+            cap,
+            minimum=1,
+            reason="the batch may generate inference_cap x the training budget; 1 means no round beyond the first, "
+            "4.0 is the official 4 rounds",
+        )
         if not math.isfinite(cap):
             raise ValueError(f"inference_cap={cap!r}: must be finite; use max_rollouts * M / budget for no cap.")
 
@@ -168,10 +176,8 @@ class Sequential(Procedure):
         """
         s, a = _as_counts(successes, attempts)
         self._check_group_size(group_size)
-        if not _is_int(budget) or budget < 1:
-            raise ValueError(f"budget={budget!r}: must be an integer >= 1 (the training budget n x M).")
-        if not _is_int(generated_so_far) or generated_so_far < 0:
-            raise ValueError(f"generated_so_far={generated_so_far!r}: must be an integer >= 0.")
+        check_int("budget", budget, minimum=1, reason="the training budget n x M")
+        check_int("generated_so_far", generated_so_far, minimum=0)
         if generated_so_far == 0:
             if np.any(a > 0):
                 raise ValueError(
@@ -261,8 +267,7 @@ class Sequential(Procedure):
 
     # -- helpers ----------------------------------------------------------------------------------------------------
     def _check_group_size(self, group_size: int) -> None:
-        if not _is_int(group_size) or group_size < 1:
-            raise ValueError(f"group_size={group_size!r}: must be an integer >= 1 (TRL's num_generations).")
+        check_int("group_size", group_size, minimum=1, reason="TRL's num_generations")
         if group_size > self.max_rollouts:
             raise ValueError(
                 f"group_size={group_size} exceeds max_rollouts={self.max_rollouts}: a prompt could never reach the "
@@ -273,6 +278,8 @@ class Sequential(Procedure):
 @dataclass
 class ReinforceAdaSeqPos(Sequential):
     """Reinforce-Ada Seq-Pos: a prompt is done once it has >= K correct completions (K = ``min_successes``).
+
+    Paper: Reinforce-Ada (Xiong et al., 2025, arXiv 2510.04996), Sec. 3.2, the positive-focused exit rule.
 
     Samples until a success shows up (the official ``positive_focused``): expected draws about K / p, capped at
     N_max, so hard prompts get up to N_max and solved ones stop after round 1.
@@ -289,11 +296,12 @@ class ReinforceAdaSeqPos(Sequential):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if not _is_int(self.min_successes) or self.min_successes < 1:
-            raise ValueError(
-                f"min_successes={self.min_successes!r}: must be an integer >= 1 (K, correct completions after which "
-                "a prompt stops; the official value is 1)."
-            )
+        check_int(
+            "min_successes",
+            self.min_successes,
+            minimum=1,
+            reason="K, correct completions after which a prompt stops; the official value is 1",
+        )
 
     def is_done(self, successes: np.ndarray, attempts: np.ndarray, group_size: int) -> np.ndarray:
         s, _ = _as_counts(successes, attempts)
@@ -303,6 +311,8 @@ class ReinforceAdaSeqPos(Sequential):
 @dataclass
 class ReinforceAdaSeqBalance(Sequential):
     """Reinforce-Ada Seq-Balance: done once a prompt has >= h correct AND >= h incorrect, h = max(1, floor(n / 2)).
+
+    Paper: Reinforce-Ada (Xiong et al., 2025, arXiv 2510.04996), Sec. 3.2, the balanced exit rule.
 
     Collects both kinds, so hard prompts sample until successes show up and easy ones until failures do (the paper's
     best variant; its inference rises late in training as it hunts rare errors). For odd n both thresholds are

@@ -16,6 +16,8 @@ from typing import Any
 
 import torch
 
+from .._validate import is_int, is_number
+
 _SAMPLING_EPS = 1e-5  # vLLM treats temperatures below this as greedy
 # Fields a real vLLM accepts but the stand-in cannot honour: rejected loudly (400) rather than silently ignored.
 _UNSUPPORTED = ("stream", "echo", "prompt_logprobs", "structured_outputs", "guided_regex", "guided_json", "suffix")
@@ -38,14 +40,14 @@ class HTTPError(Exception):
 def _number(payload: dict[str, Any], key: str, default: float, low: float, high: float = math.inf) -> float:
     value = payload.get(key, default)
     value = default if value is None else value
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
+    if not is_number(value) or not low <= value <= high:
         raise HTTPError(400, f"{key} must be a number in [{low}, {high}], got {value!r}")
     return float(value)
 
 
 def _optional_integer(payload: dict[str, Any], key: str, low: int) -> int | None:
     value = payload.get(key)
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < low):
+    if value is not None and (not is_int(value) or value < low):
         raise HTTPError(400, f"{key} must be an integer >= {low}, got {value!r}")
     return value
 
@@ -89,7 +91,7 @@ class SamplingParams:
             raise HTTPError(400, "`best_of` other than n is not supported by the stand-in vLLM server")
         top_k = _integer(payload, "top_k", 0, -1)
         stop_ids = payload.get("stop_token_ids") or []
-        if not isinstance(stop_ids, list) or not all(isinstance(t, int) and not isinstance(t, bool) for t in stop_ids):
+        if not isinstance(stop_ids, list) or not all(is_int(t) for t in stop_ids):
             raise HTTPError(400, "stop_token_ids must be a list of integers")
         return cls(
             n=n,
@@ -324,8 +326,8 @@ def parse_prompts(prompt: Any, engine: StandInEngine) -> list[list[int]]:
     if isinstance(prompt, list) and prompt:
         if all(isinstance(p, str) for p in prompt):
             return [engine.tokenize(p) for p in prompt]
-        if all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
+        if all(is_int(t) for t in prompt):
             return [list(prompt)]
-        if all(isinstance(p, list) and all(isinstance(t, int) and not isinstance(t, bool) for t in p) for p in prompt):
+        if all(isinstance(p, list) and all(is_int(t) for t in p) for p in prompt):
             return [list(p) for p in prompt]
     raise HTTPError(400, "prompt must be a string, a list of strings, a token-id list or a list of token-id lists")

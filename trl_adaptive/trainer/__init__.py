@@ -1,6 +1,18 @@
-"""Everything that touches TRL, torch and accelerate. Imports the allocation math, never the reverse."""
+"""Everything that touches TRL, torch and accelerate. Imports the allocation math, never the reverse.
 
-from .config import AdaptiveGRPOConfig
-from .trainer import AdaptiveGRPOTrainer
+The package itself imports nothing heavy: ``AdaptiveGRPOConfig`` and ``AdaptiveGRPOTrainer`` are loaded on first use
+(PEP 562), so ``import trl_adaptive.trainer.allocation_log`` or ``.checkpoint`` (no torch) stays cheap.
+"""
+
+import importlib
+
+_LAZY = {"AdaptiveGRPOConfig": ".config", "AdaptiveGRPOTrainer": ".trainer"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name], __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = ["AdaptiveGRPOConfig", "AdaptiveGRPOTrainer"]

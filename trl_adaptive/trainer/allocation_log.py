@@ -9,7 +9,8 @@ transition matrix needs each prompt's count and rate, so the main process append
 ``epoch`` is the statistics store's epoch (0-based, the epoch being trained); ``successes`` / ``attempts`` are this
 batch's scored completions per prompt; ``engine`` is what generated them (``vllm-server``,
 ``vllm-colocate`` or ``transformers``). A resumed run appends again from its checkpoint's step, so a reader keeps the
-LAST line written for each step (:func:`read_allocation_log`), which is the record of the run that went on.
+LAST line written for each step (:func:`trl_adaptive.run_files.read_allocation_log`, importable from here too), which
+is the record of the run that went on.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import math
 import os
 from typing import Any
 
-ALLOCATION_LOG_FILE = "allocations.jsonl"
+from ..run_files import ALLOCATION_LOG_FILE, read_allocation_log
 
 
 def _jsonable(values: Any) -> list[Any]:
@@ -36,14 +37,4 @@ def append_allocation_record(output_dir: str, record: dict[str, Any]) -> None:
         f.write(json.dumps(line, allow_nan=False) + "\n")
 
 
-def read_allocation_log(path: str) -> list[dict[str, Any]]:
-    """Records in step order, the last one written for each step; a truncated last line is skipped."""
-    by_step: dict[int, dict[str, Any]] = {}
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # the line a crash cut short
-            by_step[int(record["step"])] = record
-    return [by_step[s] for s in sorted(by_step)]
+__all__ = ["ALLOCATION_LOG_FILE", "append_allocation_record", "read_allocation_log"]

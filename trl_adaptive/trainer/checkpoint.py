@@ -13,24 +13,18 @@ from (or none yet), and ``resume_from_checkpoint=True`` resumes from the newest 
 
 from __future__ import annotations
 
-import json
 import os
-import re
 import warnings
 from typing import Any
 
-from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
-
 from .._io import read_json, write_json_atomic
+from ..run_files import ADAPTIVE_STATE_FILE, TRAINER_STATE_FILE, checkpoint_folders, read_json_or_none
 
-STATE_FILE = "adaptive_state.json"
 STATE_FORMAT_VERSION = 2  # 2 adds "epochs_closed"; version 1 files are still read
-TRAINER_STATE_FILE = "trainer_state.json"
-_CHECKPOINT_RE = re.compile(rf"^{PREFIX_CHECKPOINT_DIR}-(\d+)$")
 
 
 def write_state(folder: str, state: dict[str, Any]) -> str:
-    path = os.path.join(folder, STATE_FILE)
+    path = os.path.join(folder, ADAPTIVE_STATE_FILE)
     write_json_atomic(path, {"format_version": STATE_FORMAT_VERSION, **state})
     return path
 
@@ -58,35 +52,23 @@ def read_state(path: str) -> dict[str, Any]:
 
 def is_complete(folder: str) -> bool:
     """True when the save that wrote ``folder`` finished: both state files exist and parse."""
-    for name in (TRAINER_STATE_FILE, STATE_FILE):
-        try:
-            with open(os.path.join(folder, name), encoding="utf-8") as f:
-                json.load(f)
-        except (OSError, ValueError):
-            return False
-    return True
+    return all(
+        read_json_or_none(os.path.join(folder, name)) is not None for name in (TRAINER_STATE_FILE, ADAPTIVE_STATE_FILE)
+    )
 
 
 def newest_complete_checkpoint(run_dir: str) -> str | None:
     """The complete ``checkpoint-N`` folder of ``run_dir`` with the largest N; warns about newer incomplete ones."""
-    if not os.path.isdir(run_dir):
-        return None
-    steps = sorted(
-        (int(m.group(1)), name)
-        for name in os.listdir(run_dir)
-        if (m := _CHECKPOINT_RE.match(name)) and os.path.isdir(os.path.join(run_dir, name))
-    )
     skipped = []
-    for _, name in reversed(steps):
-        folder = os.path.join(run_dir, name)
+    for folder in checkpoint_folders(run_dir):
         if is_complete(folder):
             if skipped:
                 warnings.warn(
                     f"Skipping incomplete checkpoint(s) {', '.join(skipped)} (a save was interrupted: "
-                    f"{TRAINER_STATE_FILE} or {STATE_FILE} is missing or unreadable); resuming from {folder}. "
-                    "The incomplete folders can be deleted.",
+                    f"{TRAINER_STATE_FILE} or {ADAPTIVE_STATE_FILE} is missing or unreadable); resuming from "
+                    f"{folder}. The incomplete folders can be deleted.",
                     stacklevel=3,
                 )
             return folder
-        skipped.append(name)
+        skipped.append(os.path.basename(folder))
     return None

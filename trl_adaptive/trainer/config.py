@@ -9,8 +9,21 @@ from typing import Any
 from transformers.utils import is_torch_bf16_gpu_available, is_torch_xla_available
 from trl import GRPOConfig
 
+from .._validate import check_int, check_number
+from ..allocation.base import check_rollout_bounds
 from ..sampling import build_procedure, registered_strategies, strategy_parameters
-from ..stats import PromptStatistics
+from .statistics_settings import check_statistics_settings
+
+#: PromptStatistics argument -> the AdaptiveGRPOConfig field that sets it.
+STORE_SETTING_FIELDS: dict[str, str] = {
+    "success_threshold": "success_threshold",
+    "decay": "est_decay",
+    "prior_alpha": "est_prior_alpha",
+    "prior_beta": "est_prior_beta",
+    "posterior_half_life": "posterior_half_life",
+    "posterior_prior_a": "posterior_prior_a",
+    "posterior_prior_b": "posterior_prior_b",
+}
 
 
 @dataclass
@@ -76,6 +89,16 @@ class AdaptiveGRPOConfig(GRPOConfig):
         effective-gradient ratio at the same value share in the simulator (docs/allocators.md).
     posterior_prior_b (`float`, *optional*, defaults to `1.0`):
         b0 of the weak prior, as `posterior_prior_a`.
+    est_decay (`float`, *optional*, defaults to `0.9`):
+        Read by `reinforce_ada_est`: the factor in (0, 1] its decayed success counts are multiplied by at every visit
+        of a prompt, before the visit's counts are added (Reinforce-Ada Est's 0.9; `1.0` keeps cumulative counts).
+        The success-rate column's prior decays the same way (docs/statistics.md).
+    est_prior_alpha (`float`, *optional*, defaults to `1.0`):
+        Read by `reinforce_ada_est`: alpha > 0, pseudo-successes of the Beta prior of its smoothed rate
+        (alpha + n_pos) / (alpha + beta + n_tot), which keeps the rate off 0 and 1.
+    est_prior_beta (`float`, *optional*, defaults to `16.0`):
+        Read by `reinforce_ada_est`: beta > 0, pseudo-failures of that prior (`1.0, 16.0`: an unseen prompt has
+        rate 1 / 17, Reinforce-Ada Est's).
     vllm_weight_reload_dir (`str` or `None`, *optional*, defaults to `None`):
         Server mode with a trainer that has no CUDA device (vLLM's CPU build): TRL's NCCL transfer cannot run, so each
         weight sync writes the weights as one safetensors file into this folder and asks the server to reload them
@@ -165,6 +188,18 @@ class AdaptiveGRPOConfig(GRPOConfig):
         default=1.0,
         metadata={"help": "Weak Beta prior b0 > 0 of every prompt's posterior (1.0: uniform; 0.5: Jeffreys)."},
     )
+    est_decay: float = field(
+        default=0.9,
+        metadata={"help": "reinforce_ada_est: per-visit decay in (0, 1] of its success counts (1.0: cumulative)."},
+    )
+    est_prior_alpha: float = field(
+        default=1.0,
+        metadata={"help": "reinforce_ada_est: pseudo-successes alpha > 0 of its smoothed rate's Beta prior."},
+    )
+    est_prior_beta: float = field(
+        default=16.0,
+        metadata={"help": "reinforce_ada_est: pseudo-failures beta > 0 of its smoothed rate's Beta prior."},
+    )
     vllm_weight_reload_dir: str | None = field(
         default=None,
         metadata={
@@ -184,45 +219,33 @@ class AdaptiveGRPOConfig(GRPOConfig):
         if self.bf16 is None and not self.fp16 and not (is_torch_bf16_gpu_available() or is_torch_xla_available()):
             self.bf16 = False
         super().__post_init__()
-        if isinstance(self.allocator_kwargs, str):
-            try:
-                self.allocator_kwargs = json.loads(self.allocator_kwargs)
-            except json.JSONDecodeError as error:
-                raise ValueError(f"allocator_kwargs is not valid JSON ({error}): {self.allocator_kwargs!r}") from None
-        if self.allocator_kwargs is not None and not isinstance(self.allocator_kwargs, dict):
-            raise ValueError(
-                f"allocator_kwargs must be a dict or a JSON object string, got {self.allocator_kwargs!r}."
-            )
+        self.allocator_kwargs = _parsed_allocator_kwargs(self.allocator_kwargs)
         if self.allocator not in registered_strategies():
             raise ValueError(
                 f"allocator={self.allocator!r} is not a registered allocator. Choose one of "
                 f"{', '.join(registered_strategies())}, or pass an Allocator object to AdaptiveGRPOTrainer."
             )
-        accepted = strategy_parameters(self.allocator)
-        unknown = sorted(set(self.allocator_kwargs or {}) - set(accepted))
-        if unknown:
+        check_number(
+            "success_rate_prior_weight",
+            self.success_rate_prior_weight,
+            minimum=0,
+            reason="pseudo-observations; 0 ignores the dataset's success-rate column as a prior",
+        )
+        check_int("dynamic_sampling_max_rounds", self.dynamic_sampling_max_rounds, minimum=0, reason="extra rounds")
+        check_int("pilot_rollouts", self.pilot_rollouts, minimum=0, reason="0 turns it off")
+        check_statistics_settings(self)  # a ValueError naming the field and the fix; warns about unread settings
+        self._check_rollout_bounds()
+        self.build_procedure()  # unknown allocator_kwargs and combinations that cannot work fail here, named
+        if not self.prompt_id_column or not self.success_rate_column:
+            raise ValueError("prompt_id_column and success_rate_column must be non-empty column names.")
+        if self.prompt_id_column == self.success_rate_column:
             raise ValueError(
-                f"allocator_kwargs={self.allocator_kwargs!r}: allocator={self.allocator!r} takes no {unknown}; it "
-                f"takes {', '.join(accepted)}. Remove them, or choose the allocator they belong to (e.g. fallback is "
-                "knapsack's)."
+                f"prompt_id_column and success_rate_column are both {self.prompt_id_column!r}; give them different "
+                "names."
             )
-        if not (isinstance(self.success_rate_prior_weight, (int, float)) and self.success_rate_prior_weight >= 0):
-            raise ValueError(
-                f"success_rate_prior_weight={self.success_rate_prior_weight!r}: must be a number >= 0 (pseudo-"
-                "observations; 0 ignores the dataset's success-rate column as a prior)."
-            )
-        if not isinstance(self.dynamic_sampling_max_rounds, int) or self.dynamic_sampling_max_rounds < 0:
-            raise ValueError(
-                f"dynamic_sampling_max_rounds={self.dynamic_sampling_max_rounds!r}: must be an integer >= 0 (extra "
-                "generation rounds per batch)."
-            )
-        if (
-            isinstance(self.pilot_rollouts, bool)
-            or not isinstance(self.pilot_rollouts, int)
-            or self.pilot_rollouts < 0
-        ):
-            raise ValueError(f"pilot_rollouts={self.pilot_rollouts!r}: must be an integer >= 0 (0 turns it off).")
-        PromptStatistics(**self.statistics_config)  # raises a ValueError naming the posterior field and the fix
+
+    def _check_rollout_bounds(self) -> None:
+        """min_rollouts <= num_generations (the average) <= max_rollouts, each bound set once."""
         for bound in ("min_rollouts", "max_rollouts"):
             given = (self.allocator_kwargs or {}).get(bound)
             if given is not None and getattr(self, bound) is not None and given != getattr(self, bound):
@@ -230,15 +253,8 @@ class AdaptiveGRPOConfig(GRPOConfig):
                     f"allocator_kwargs sets {bound}={given} but the config has {bound}={getattr(self, bound)}. Set "
                     f"it once: use the config field {bound} and remove it from allocator_kwargs."
                 )
-        if self.min_rollouts < 2:
-            raise ValueError(
-                f"min_rollouts={self.min_rollouts}: must be >= 2, because a group of one completion has no baseline."
-            )
         max_rollouts = self.max_rollouts if self.max_rollouts is not None else self.num_generations
-        if max_rollouts < self.min_rollouts:
-            raise ValueError(
-                f"max_rollouts={self.max_rollouts} is below min_rollouts={self.min_rollouts}. Raise max_rollouts."
-            )
+        check_rollout_bounds(self.min_rollouts, max_rollouts)
         if not self.min_rollouts <= self.num_generations <= max_rollouts:
             prompts = self.generation_batch_size // self.num_generations
             raise ValueError(
@@ -246,14 +262,6 @@ class AdaptiveGRPOConfig(GRPOConfig):
                 f"{self.generation_batch_size} completions over {prompts} prompts needs min_rollouts <= "
                 f"num_generations <= max_rollouts, but min_rollouts={self.min_rollouts} and "
                 f"max_rollouts={self.max_rollouts}. Change num_generations or the bounds."
-            )
-        self.build_procedure()  # a combination that cannot work fails here, naming it
-        if not self.prompt_id_column or not self.success_rate_column:
-            raise ValueError("prompt_id_column and success_rate_column must be non-empty column names.")
-        if self.prompt_id_column == self.success_rate_column:
-            raise ValueError(
-                f"prompt_id_column and success_rate_column are both {self.prompt_id_column!r}; give them different "
-                "names."
             )
 
     def strategy_kwargs(self) -> dict[str, Any]:
@@ -282,13 +290,9 @@ class AdaptiveGRPOConfig(GRPOConfig):
 
     @property
     def statistics_config(self) -> dict[str, float | None]:
-        """The :class:`~trl_adaptive.PromptStatistics` settings this config fixes (a store must match them)."""
-        return {
-            "success_threshold": self.success_threshold,
-            "posterior_half_life": self.posterior_half_life,
-            "posterior_prior_a": self.posterior_prior_a,
-            "posterior_prior_b": self.posterior_prior_b,
-        }
+        """The :class:`~trl_adaptive.PromptStatistics` settings this config fixes (a store must match them), by the
+        store's argument names (:data:`STORE_SETTING_FIELDS` maps them to this config's fields)."""
+        return {store: getattr(self, field) for store, field in STORE_SETTING_FIELDS.items()}
 
     @classmethod
     def from_grpo_config(cls, config: GRPOConfig, **adaptive_fields: Any) -> AdaptiveGRPOConfig:
@@ -309,3 +313,15 @@ class AdaptiveGRPOConfig(GRPOConfig):
         if values.get("generation_batch_size") is not None and values.get("steps_per_generation") is not None:
             values["generation_batch_size"] = None
         return cls(**values, **adaptive_fields)
+
+
+def _parsed_allocator_kwargs(value: Any) -> dict[str, Any] | None:
+    """``allocator_kwargs`` as a dict: a JSON object string (the command line's form) is parsed."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"allocator_kwargs is not valid JSON ({error}): {value!r}") from None
+    if value is not None and not isinstance(value, dict):
+        raise ValueError(f"allocator_kwargs must be a dict or a JSON object string, got {value!r}.")
+    return value

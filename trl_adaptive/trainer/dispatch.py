@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .random_streams import DISPATCH, step_seed
+
 
 def expand_counts(counts: np.ndarray, seed: int, step: int) -> np.ndarray:
     """Group id (index into the prompts) of each of the ``sum(counts)`` completions, in dispatch order.
@@ -37,7 +39,8 @@ def dispatch_order(jobs: np.ndarray, seed: int, step: int) -> np.ndarray:
     sizes = np.bincount(jobs) if len(jobs) else np.zeros(0, dtype=np.int64)
     if len(np.unique(sizes[sizes > 0])) <= 1:
         return np.arange(len(jobs), dtype=np.int64)
-    return np.random.default_rng([int(seed) & 0xFFFFFFFF, int(step)]).permutation(len(jobs)).astype(np.int64)
+    rng = np.random.default_rng(step_seed(seed, step, DISPATCH))
+    return rng.permutation(len(jobs)).astype(np.int64)
 
 
 def rank_slice(total: int, num_processes: int, process_index: int) -> slice:

@@ -10,13 +10,11 @@ import math
 import warnings
 from typing import Any
 
-import numpy as np
 from datasets import Dataset, DatasetDict, IterableDataset
 from trl import GRPOTrainer
 
 from ..allocation import Allocator
 from ..sampling import Procedure
-from ..stats import stable_prompt_ids
 from .config import AdaptiveGRPOConfig
 
 
@@ -47,13 +45,26 @@ def warn_if_saves_split_generation_batches(args: AdaptiveGRPOConfig) -> None:
 
 
 def build_procedure_from_config(
-    args: AdaptiveGRPOConfig, dataset_size: int, strategy: Allocator | Procedure | None = None
+    args: AdaptiveGRPOConfig, dataset_size: int | None, strategy: Allocator | Procedure | None = None
 ) -> Procedure:
     """The sampling procedure of this config, or around the ``allocator`` object passed to the trainer; CERO plans
-    for the run's epochs unless ``allocator_kwargs`` says otherwise."""
-    if strategy is None and args.allocator == "cero" and "num_epochs" not in (args.allocator_kwargs or {}):
+    for the run's epochs unless ``allocator_kwargs`` says otherwise (or the data is a stream of unknown length)."""
+    planned = strategy is None and args.allocator == "cero" and dataset_size is not None
+    if planned and "num_epochs" not in (args.allocator_kwargs or {}):
         return args.build_procedure(num_epochs=_planned_epochs(args, dataset_size))
     return args.build_procedure(strategy)
+
+
+def check_procedure_reads_the_data(procedure: Procedure, streaming: bool) -> None:
+    """A procedure that draws prompts beyond the batch needs data it can draw from by id: not a stream."""
+    if streaming and procedure.draws_prompts:
+        raise ValueError(
+            f"{type(procedure).__name__} draws prompts beyond the generation batch (dynamic sampling, CERO's "
+            "pacing), but train_dataset is a streaming IterableDataset, which cannot be drawn from by prompt id. "
+            "Use an allocator that splits the budget within each batch (e.g. allocator='knapsack', "
+            "'reinforce_ada_est', 'reinforce_ada_seq_balance', 'pilot_commit', or bayes_knapsack with "
+            "pilot_rollouts), or materialise the stream: Dataset.from_list(list(stream.take(n)))."
+        )
 
 
 def _planned_epochs(args: AdaptiveGRPOConfig, dataset_size: int) -> int:
@@ -83,19 +94,12 @@ def reject_unsupported_features(
             f"train_dataset is a DatasetDict with splits {list(train_dataset)}; pass one split, e.g. "
             "train_dataset=dataset['train']."
         )
-    if isinstance(train_dataset, IterableDataset):
+    if not isinstance(train_dataset, (Dataset, IterableDataset)):
         raise TypeError(
-            "AdaptiveGRPOTrainer needs a map-style datasets.Dataset as train_dataset, got an IterableDataset: prompt "
-            "ids and the success-rate column are stored per row. Materialise it with "
-            "Dataset.from_list(list(iterable_dataset.take(n)))."
+            "AdaptiveGRPOTrainer needs a datasets.Dataset or datasets.IterableDataset as train_dataset, got "
+            f"{type(train_dataset).__name__}. Build one with Dataset.from_dict({{'prompt': [...]}}) or "
+            "Dataset.from_list(rows)."
         )
-    if not isinstance(train_dataset, Dataset):
-        raise TypeError(
-            f"AdaptiveGRPOTrainer needs a datasets.Dataset as train_dataset, got {type(train_dataset).__name__}. "
-            "Build one with Dataset.from_dict({'prompt': [...]}) or Dataset.from_list(rows)."
-        )
-    if {"image", "images"} & set(train_dataset.column_names):
-        raise NotImplementedError("AdaptiveGRPOTrainer does not support multimodal (image) prompts yet.")
     if args.use_vllm and "seed" in (args.generation_kwargs or {}):
         raise ValueError(
             "generation_kwargs['seed'] is set: with vLLM the trainer asks for each completion as its own copy of the "
@@ -114,42 +118,3 @@ def reject_unsupported_features(
                 "`python -m trl_adaptive.serving.cpu_seam your_script.py ...` (see docs/serving.md); or set "
                 "use_vllm=False to generate with transformers."
             )
-
-
-def prepare_train_dataset(dataset: Dataset, id_column: str, rate_column: str) -> tuple[Dataset, np.ndarray | None]:
-    """Check the prompt column, add or validate stable prompt ids, and read the success-rate column as a prior.
-
-    Returns the dataset (with an id column) and the prior success rate of each row (NaN = unknown), or None when the
-    dataset has no success-rate column.
-    """
-    if "prompt" not in dataset.column_names:
-        raise ValueError(f"train_dataset has no 'prompt' column (columns: {dataset.column_names}). Rename yours.")
-    if id_column in dataset.column_names:
-        ids = stable_prompt_ids(dataset[id_column], id_column)  # integers, or strings (hashes, UUIDs) mapped
-        unique, counts = np.unique(ids, return_counts=True)
-        if len(unique) != len(ids):
-            duplicated = np.asarray(dataset[id_column], dtype=object)[np.isin(ids, unique[counts > 1])][:5].tolist()
-            raise ValueError(
-                f"train_dataset column {id_column!r} has duplicate ids, e.g. {duplicated}: each row needs its own id "
-                "(repeated prompt texts are fine, repeated ids are not)."
-            )
-    else:
-        dataset = dataset.add_column(id_column, list(range(len(dataset))))
-    if rate_column not in dataset.column_names:
-        return dataset, None
-    raw = dataset[rate_column]
-    values = np.asarray([np.nan if v is None else v for v in raw])
-    if values.dtype.kind != "f":
-        raise TypeError(
-            f"train_dataset column {rate_column!r} is read as each prompt's prior success rate and must hold floats "
-            f"in [0, 1] (NaN or None = unknown), got values like {raw[0]!r} (dtype {values.dtype}). Convert it (e.g. "
-            f"dataset.cast_column({rate_column!r}, Value('float64'))), or set success_rate_column to another name."
-        )
-    bad = np.flatnonzero(~np.isnan(values) & ((values < 0) | (values > 1)))
-    if len(bad):
-        raise ValueError(
-            f"train_dataset column {rate_column!r} holds success rates outside [0, 1], e.g. "
-            f"{values[bad[:3]].tolist()} at rows {bad[:3].tolist()}. It is read as each prompt's prior success rate: "
-            "rescale it to [0, 1] (NaN = unknown), or set success_rate_column to another name."
-        )
-    return dataset, values.astype(np.float64)

@@ -26,7 +26,9 @@ from accelerate.utils import broadcast_object_list, gather_object
 from trl import GRPOTrainer
 
 from ..sampling import BatchContext
+from ..stats import stable_prompt_ids
 from .dispatch import dispatch_order, rank_slice
+from .random_streams import DRAW_PROMPTS, PROCEDURE, step_seed
 
 if TYPE_CHECKING:
     from .trainer import AdaptiveGRPOTrainer
@@ -63,11 +65,13 @@ class Generated:
 
 def batch_context(trainer: AdaptiveGRPOTrainer, prompt_ids: np.ndarray) -> BatchContext:
     """The procedure's view of this step: the store, prompts drawn by (seed, step, call), a seeded generator."""
-    seed, step = int(trainer.args.seed) & 0xFFFFFFFF, int(trainer.state.global_step)
+    seed, step = trainer.args.seed, trainer.state.global_step
     calls = itertools.count()
 
     def draw_prompts(exclude: np.ndarray, number: int) -> np.ndarray:
-        return draw_prompt_ids(trainer, exclude, number, salt=(2, next(calls)))
+        """Prompts of the training data beyond the batch; seeded per call, so a resumed run draws the same ones and
+        the epoch's sampler is not touched."""
+        return trainer.training_prompts.draw(exclude, number, step_seed(seed, step, DRAW_PROMPTS, next(calls)))
 
     return BatchContext(
         prompt_ids=prompt_ids,
@@ -76,8 +80,33 @@ def batch_context(trainer: AdaptiveGRPOTrainer, prompt_ids: np.ndarray) -> Batch
         success_threshold=trainer.args.success_threshold,
         statistics=trainer.prompt_statistics.batch,
         draw_prompts=draw_prompts,
-        rng=np.random.default_rng([seed, step, 1]),
+        rng=np.random.default_rng(step_seed(seed, step, PROCEDURE)),
     )
+
+
+def batch_prompt_rows(trainer: AdaptiveGRPOTrainer, inputs: list[dict[str, Any]]) -> tuple[np.ndarray, list[dict]]:
+    """The store ids and one row per prompt of the global generation batch, in sampler order (TRL repeats each
+    prompt G times in a row)."""
+    rows = gather_object(inputs) if trainer.accelerator.num_processes > 1 else list(inputs)
+    if len(rows) != trainer.args.generation_batch_size:
+        raise RuntimeError(
+            f"Expected {trainer.args.generation_batch_size} rows in the generation batch, got {len(rows)}."
+        )
+    column = trainer.args.prompt_id_column
+    ids = np.array([row[column] for row in rows]).reshape(-1, trainer.num_generations)
+    if not (ids == ids[:, :1]).all():
+        raise RuntimeError(
+            "TRL's sampler no longer repeats each prompt num_generations times in a row; trl_adaptive is pinned "
+            "to trl 1.16's RepeatSampler layout."
+        )
+    rows = rows[:: trainer.num_generations]
+    batch_ids = stable_prompt_ids([row[column] for row in rows], column)
+    if len(np.unique(batch_ids)) != len(batch_ids):
+        raise ValueError(
+            f"A generation batch holds the same prompt id twice (column {column!r}): a streaming dataset yielded one "
+            "prompt twice within a batch. Deduplicate the stream, or give its rows distinct ids in that column."
+        )
+    return batch_ids, rows
 
 
 def share(trainer: AdaptiveGRPOTrainer, value: Any) -> Any:
@@ -150,24 +179,6 @@ def _merge_extra_fields(rows: list[dict], extra_fields: dict) -> None:
                 row[key] = values[i]
             elif not isinstance(values, list):
                 row[key] = values
-
-
-def draw_prompt_ids(
-    trainer: AdaptiveGRPOTrainer, exclude: np.ndarray, number: int, salt: tuple[int, ...]
-) -> np.ndarray:
-    """Up to ``number`` prompt ids of the training data not in ``exclude``, drawn with a generator seeded by (seed,
-    step, salt): a resumed run draws the same ones, and the epoch's sampler is not touched."""
-    all_ids = trainer._all_prompt_ids()
-    candidates = all_ids[~np.isin(all_ids, exclude)]
-    seed = [int(trainer.args.seed) & 0xFFFFFFFF, int(trainer.state.global_step), *salt]
-    picked = np.random.default_rng(seed).choice(len(candidates), size=min(number, len(candidates)), replace=False)
-    return candidates[np.sort(picked)]
-
-
-def rows_for_ids(trainer: AdaptiveGRPOTrainer, ids: np.ndarray) -> list[dict]:
-    """The training-data rows of these prompt ids (every column, as the sampler would give them)."""
-    row_of = trainer._row_of_prompt_id()
-    return [dict(trainer.train_dataset[row_of[int(i)]]) for i in ids]
 
 
 def total_rewards(rewards_per_func: torch.Tensor, reward_weights: torch.Tensor) -> np.ndarray:

@@ -5,54 +5,55 @@ Each override names the TRL 1.16 method it departs from and why; the allocation 
 batch (T = generation_batch_size completions, U = T / num_generations prompts, L = T / num_processes per rank):
 
     TRL sampler rows (U prompts x G copies, L per rank)
-      -> gather, keep one row per prompt                       (_unique_prompt_rows)
+      -> gather, keep one row per prompt                       (rounds.batch_prompt_rows)
       -> main process: the sampling procedure asks for rounds  (trl_adaptive.sampling; broadcast to every rank)
            one planned round, trained whole: GRPOTrainer generates it in its own pass
            otherwise each round is generated across ranks (rounds.py), the chosen completions are replayed
       -> jobs shuffled by (seed, step) when group sizes differ, L per rank (dispatch.py)
       -> GRPOTrainer generates / scores one completion per row (num_generations forced to 1)
       -> segment-wise advantages over variable groups, times the procedure's weights (advantages.py)
-      -> per-prompt statistics updated on every rank with every completion generated (stats.py)
+      -> per-prompt statistics updated on every rank with every completion generated (stats/)
 """
 
 from __future__ import annotations
 
 import os
 import time
-import warnings
 from typing import Any
 
 import numpy as np
 import torch
-from accelerate.utils import gather_object
 from datasets import Dataset
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from trl import GRPOTrainer
 
-from ..allocation import Allocator, prompts_per_status
-from ..hub import extend_model_card
+from ..allocation import Allocator
+from ..run_files import ADAPTIVE_STATE_FILE, FINAL_STATISTICS_FILE, TRAINER_STATE_FILE
 from ..sampling import BatchRun, Outcome, Procedure
 from ..serving.vllm_cpu import cpu_vllm_construction, use_reload_for_colocate
-from ..stats import PromptStatistics, prompt_fingerprint, stable_prompt_ids
+from ..stats import PromptStatistics
 from .advantages import group_advantages
-from .allocation_log import append_allocation_record
-from .callback import FINAL_STATISTICS_FILE, SuccessRateCallback
-from .checkpoint import STATE_FILE, is_complete, newest_complete_checkpoint, read_state, write_state
+from .callback import SuccessRateCallback
+from .checkpoint import newest_complete_checkpoint
 from .config import AdaptiveGRPOConfig
 from .dispatch import dispatch_order, rank_slice
 from .inputs import (
     build_procedure_from_config,
     check_dataset_holds_a_batch,
-    prepare_train_dataset,
+    check_procedure_reads_the_data,
     reject_unsupported_features,
     warn_if_saves_split_generation_batches,
 )
+from .metrics import completion_scale, log_allocation, log_rounds, record_allocation
+from .model_card import extend_model_card
+from .persistence import initial_statistics, load_adaptive_state, load_checkpoint_state, save_adaptive_state
+from .prompts import training_prompts
 from .rounds import (
     Generated,
     RoundCaptured,
     batch_context,
+    batch_prompt_rows,
     local_rows,
-    rows_for_ids,
     run_round,
     share,
     total_rewards,
@@ -98,27 +99,25 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
                 "AdaptiveGRPOConfig.from_grpo_config(your_grpo_config, allocator=...)."
             )
         reject_unsupported_features(train_dataset, args, positional, kwargs)
-        train_dataset, prior_rates = prepare_train_dataset(
-            train_dataset, args.prompt_id_column, args.success_rate_column
+        self.training_prompts = training_prompts(
+            train_dataset, args.prompt_id_column, args.success_rate_column, args.success_rate_prior_weight
         )
-        check_dataset_holds_a_batch(len(train_dataset), args)
+        train_dataset = self.training_prompts.dataset
+        streaming = self.training_prompts.streaming
+        if not streaming:
+            check_dataset_holds_a_batch(len(train_dataset), args)
         num_prompts = args.generation_batch_size // args.num_generations
 
-        self.procedure = build_procedure_from_config(args, len(train_dataset), allocator)
+        self.procedure = build_procedure_from_config(args, None if streaming else len(train_dataset), allocator)
         self.procedure.check(num_prompts, args.generation_batch_size, args.num_generations)
+        check_procedure_reads_the_data(self.procedure, streaming)
         # The strategy by name: the plan-ahead allocator, or the round procedure that takes its place (Seq).
         self.allocator = (
             self.procedure.allocator if self.procedure.allocator is not None else _innermost(self.procedure)
         )
-        self.prompt_statistics = self._initial_statistics(statistics, args)
-        ids = stable_prompt_ids(train_dataset[args.prompt_id_column], args.prompt_id_column)
-        self._fingerprints = [prompt_fingerprint(p) for p in train_dataset["prompt"]]
-        self._check_fingerprints(ids, "statistics passed to AdaptiveGRPOTrainer")
-        self.prompt_statistics.set_fingerprints(ids, self._fingerprints)
-        if prior_rates is not None and args.success_rate_prior_weight > 0:
-            # A store passed in already holds what it knows (a refreshed column repeats it): prior only the rest.
-            unknown = self.prompt_statistics.batch(ids).evidence == 0
-            self.prompt_statistics.set_prior(ids[unknown], prior_rates[unknown], args.success_rate_prior_weight)
+        self.prompt_statistics = initial_statistics(statistics, args)
+        self.training_prompts.attach(self.prompt_statistics, "statistics passed to AdaptiveGRPOTrainer")
+        self.training_prompts.apply_prior(self.prompt_statistics, args.success_rate_prior_weight)
         self._rewards_per_func: torch.Tensor | None = None
         self._train_sampler: EpochSeededRepeatSampler | None = None
         self._epochs_closed = 0  # trainer epochs whose statistics have been closed (end_epoch) in this run
@@ -127,8 +126,6 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
         self._replay: tuple | None = None  # (what _generate returns, gathered rewards) for the pass after rounds
         self._capture: list | None = None  # set by rounds.run_round: _generate hands its output over and stops
         self._round_rewards: torch.Tensor | None = None  # every completion of this batch's rounds (Seq's baseline)
-        self._row_of_id: dict[int, int] | None = None
-        self._ids_of_rows: np.ndarray | None = None
         self._warned_dynamic_fill = False
         self._generation_seconds = 0.0  # in _generate since the last logged batch
 
@@ -200,7 +197,7 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
             if resume_from_checkpoint is None:
                 raise ValueError(
                     f"resume_from_checkpoint=True but {self.args.output_dir} holds no complete checkpoint-N folder "
-                    f"(one with trainer_state.json and {STATE_FILE}). Start without resume_from_checkpoint."
+                    f"(one with {TRAINER_STATE_FILE} and {ADAPTIVE_STATE_FILE}). Start without resume_from_checkpoint."
                 )
         try:
             return super().train(resume_from_checkpoint, *args, **kwargs)
@@ -244,8 +241,8 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
             self._generation_seconds = 0.0  # training's generation/seconds counts training batches only
             return output
 
-        prompt_rows = self._unique_prompt_rows(inputs)
-        batch_ids = stable_prompt_ids([row[self.args.prompt_id_column] for row in prompt_rows])
+        batch_ids, prompt_rows = batch_prompt_rows(self, inputs)
+        self.training_prompts.observe(self.prompt_statistics, batch_ids, prompt_rows)
         rows = dict(zip(batch_ids.tolist(), prompt_rows, strict=True))
         run = None
         if self.accelerator.is_main_process:
@@ -300,7 +297,8 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
     def _add_rows(self, rows: dict, prompt_ids: np.ndarray) -> None:
         """Rows of prompts the procedure drew beyond the batch (from the training data)."""
         missing = [i for i in prompt_ids.tolist() if i not in rows]
-        rows.update(zip(missing, rows_for_ids(self, np.asarray(missing, dtype=np.int64)), strict=True))
+        if missing:
+            rows.update(zip(missing, self.training_prompts.rows(np.asarray(missing, dtype=np.int64)), strict=True))
 
     def _training_pass(self, rows: dict, row_prompt_ids: np.ndarray, replay: tuple | None) -> dict[str, Any]:
         """GRPOTrainer's generate-and-score on this rank's rows (every rank's, in dispatch order), checked."""
@@ -344,19 +342,18 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
             reference=reference,
         )
         counts = outcome.trained_counts
-        advantages = result.advantages * self._completion_scale(counts, record.weights, group_ids).to(
-            result.advantages
-        )
+        scale = completion_scale(counts, record.weights, group_ids, self.args.equal_prompt_weighting)
+        advantages = result.advantages * scale.to(result.advantages)
         local = rank_slice(len(group_ids), self.accelerator.num_processes, self.accelerator.process_index)
         output["advantages"] = advantages[local]
 
         rewards = result.rewards.cpu().numpy().astype(np.float64)
-        self._record_allocation(record.prompt_ids, counts, record.success_rates, group_ids, rewards)
+        record_allocation(self, outcome, group_ids, rewards)
         self.prompt_statistics.update(record.prompt_ids[record.group_ids], record.rewards)  # every completion
         if self.accelerator.is_main_process:
             self.procedure.end_step(outcome)  # the procedure's and allocator's state move once per step
-        self._log_rounds(outcome)
-        self._log_allocation(counts, group_ids, rewards, result, advantages, record.success_rates, outcome.seconds)
+        log_rounds(self, outcome)
+        log_allocation(self, outcome, group_ids, rewards, result, advantages)
         return output
 
     def _generate(self, prompts):
@@ -372,29 +369,6 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
             raise RoundCaptured
         return output
 
-    def _log_rounds(self, outcome: Outcome) -> None:
-        """The procedure's metrics; for batches sampled in rounds, what was generated against what was trained."""
-        metrics = self._metrics["train"]
-        record = outcome.record
-        for name, value in record.metrics.items():
-            metrics[name].append(value)
-        generated, trained = len(record.rewards), len(outcome.selected)
-        if len(record.round_sizes) > 1 or generated != trained:
-            metrics["rounds/per_step"].append(float(len(record.round_sizes)))
-            metrics["rounds/generated"].append(float(generated))
-            metrics["rounds/trained"].append(float(trained))
-            metrics["rounds/inference_ratio"].append(generated / trained)
-        if record.metrics.get("dynamic_sampling/filled", 0) and not self._warned_dynamic_fill:
-            warnings.warn(
-                f"Dynamic sampling: after {self.args.dynamic_sampling_max_rounds} extra round(s) the batch still "
-                f"lacked {int(record.metrics['dynamic_sampling/filled'])} of {trained} completions with signal; they "
-                "were filled with completions of dropped (all-correct or all-wrong) groups with advantage weight 0, "
-                "so they add no gradient. Logged as dynamic_sampling/filled; raise dynamic_sampling_max_rounds if "
-                "this happens often. (Warned once.)",
-                stacklevel=3,
-            )
-            self._warned_dynamic_fill = True
-
     def _save_checkpoint(self, model, trial):
         """Writes ``adaptive_state.json`` FIRST, then lets TRL write the rest; see ``checkpoint.py`` for why this order
         makes every save crash-safe (TRL saves its entropy controller's state last, grpo_trainer.py L3384)."""
@@ -406,160 +380,26 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
         super()._save_checkpoint(model, trial)
 
     def _load_optimizer_and_scheduler(self, checkpoint):
+        """Unchanged, then restores this trainer's own state from the same checkpoint (``persistence.py``)."""
         super()._load_optimizer_and_scheduler(checkpoint)
         if checkpoint is not None:
-            path = os.path.join(checkpoint, STATE_FILE)
-            if not is_complete(checkpoint):
-                newest = newest_complete_checkpoint(os.path.dirname(os.path.abspath(checkpoint)))
-                raise FileNotFoundError(
-                    f"Resuming from {checkpoint}, which is incomplete or was not written by AdaptiveGRPOTrainer "
-                    f"({STATE_FILE} or trainer_state.json is missing or unreadable), so the per-prompt statistics "
-                    f"cannot be restored. "
-                    + (f"Resume from {newest} instead, or " if newest else "")
-                    + "pass resume_from_checkpoint=True to pick the newest complete checkpoint."
-                )
-            self.load_adaptive_state(path)
-            # A checkpoint written on an epoch's last step precedes on_epoch_end: close that epoch now.
-            self._close_epochs_through(self._resumed_epochs_trained)
+            load_checkpoint_state(self, checkpoint)
 
     # ---------------------------------------------------------------------------------------------------------------
     # Allocation, statistics and state
     # ---------------------------------------------------------------------------------------------------------------
-    def _unique_prompt_rows(self, inputs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """One row per prompt of the global generation batch, in sampler order (TRL repeats each prompt G times)."""
-        rows = gather_object(inputs) if self.accelerator.num_processes > 1 else list(inputs)
-        num_generations = self.num_generations
-        if len(rows) != self.args.generation_batch_size:
-            raise RuntimeError(
-                f"Expected {self.args.generation_batch_size} rows in the generation batch, got {len(rows)}."
-            )
-        column = self.args.prompt_id_column
-        ids = np.array([row[column] for row in rows]).reshape(-1, num_generations)
-        if not (ids == ids[:, :1]).all():
-            raise RuntimeError(
-                "TRL's sampler no longer repeats each prompt num_generations times in a row; trl_adaptive is pinned "
-                "to trl 1.16's RepeatSampler layout."
-            )
-        return rows[::num_generations]
-
-    def _all_prompt_ids(self) -> np.ndarray:
-        """The store id of every row (``stable_prompt_ids`` of the id column: string ids are hashed once)."""
-        if self._ids_of_rows is None:
-            column = self.args.prompt_id_column
-            self._ids_of_rows = stable_prompt_ids(self.train_dataset[column], column)
-        return self._ids_of_rows
-
-    def _row_of_prompt_id(self) -> dict[int, int]:
-        if self._row_of_id is None:
-            self._row_of_id = {int(i): row for row, i in enumerate(self._all_prompt_ids().tolist())}
-        return self._row_of_id
-
-    def _completion_scale(self, counts: np.ndarray, weights: np.ndarray | None, group_ids: np.ndarray) -> torch.Tensor:
-        """Per-completion advantage multiplier: allocator weights and, optionally, equal weight per prompt."""
-        scale = np.ones(len(counts), dtype=np.float64)
-        if weights is not None:
-            scale *= np.asarray(weights, dtype=np.float64)
-        if self.args.equal_prompt_weighting:
-            sampled = counts > 0
-            scale[sampled] *= counts.sum() / sampled.sum() / counts[sampled]
-        return torch.as_tensor(scale[group_ids], dtype=torch.float32)
-
-    def _log_allocation(self, counts, group_ids, rewards, result, advantages, success_rates, solve_seconds) -> None:
-        """Allocation metrics (DESIGN section 3) into TRL's metric stream, and fixes to what TRL logged per group."""
-        metrics = self._metrics["train"]
-        sampled = counts > 0
-        group_std = result.group_std.cpu().numpy()
-        has_signal = np.nan_to_num(group_std) > 1e-6  # TRL: torch.isclose(std, 0)
-        success = rewards >= self.prompt_statistics.success_threshold
-        successes = np.bincount(group_ids, weights=success.astype(np.float64), minlength=len(counts))
-        all_correct = sampled & ~has_signal & (successes == counts)
-        all_wrong = sampled & ~has_signal & (successes == 0)
-        total = counts.sum()
-        metrics["allocation/effective_gradient_ratio"].append(float(counts[has_signal].sum() / total))
-        metrics["allocation/zero_gradient_ratio_all_correct"].append(float(counts[all_correct].sum() / total))
-        metrics["allocation/zero_gradient_ratio_all_wrong"].append(float(counts[all_wrong].sum() / total))
-        metrics["allocation/effective_prompt_ratio"].append(float(has_signal[sampled].mean()))
-        metrics["allocation/prompts_skipped"].append(float((~sampled).sum()))
-        spread = {"min": counts.min(), "mean": counts.mean(), "max": counts.max()}
-        spread |= {"p50": np.quantile(counts, 0.5), "p90": np.quantile(counts, 0.9)}
-        for name, value in spread.items():
-            metrics[f"allocation/count_{name}"].append(float(value))
-        metrics["allocation/budget_used"].append(float(total))
-        metrics["allocation/budget"].append(float(self.args.generation_batch_size))
-        metrics["allocation/solve_time_s"].append(float(solve_seconds))
-        metrics["generation/seconds"].append(self._generation_seconds)
-        self._generation_seconds = 0.0
-        for bucket, number in prompts_per_status(success_rates).items():
-            metrics[f"prompt_status/{bucket}"].append(float(number))
-        # TRL grouped by view(-1, G); replace its figure by the same quantity over the real groups.
-        metrics["frac_reward_zero_std"][-1] = result.zero_std_fraction
-        self._logs["advantages"].clear()
-        self._logs["advantages"].extend(advantages.tolist())
-        self._logs["extra"]["group_size"].extend(counts[group_ids].tolist())
-
-    def _record_allocation(self, prompt_ids, counts, success_rates, group_ids, rewards) -> None:
-        """One line of ``allocations.jsonl`` per generation batch (main process), read by reports."""
-        if not (self.args.should_save and self.args.log_allocations):
-            return
-        scored = ~np.isnan(rewards)
-        success = scored & (rewards >= self.prompt_statistics.success_threshold)
-        record = {
-            "step": self.state.global_step,
-            "epoch": self.prompt_statistics.epoch,
-            "prompt_ids": prompt_ids,
-            "counts": counts,
-            "success_rates": success_rates,
-            "successes": np.bincount(group_ids, weights=success, minlength=len(counts)).astype(np.int64),
-            "attempts": np.bincount(group_ids, weights=scored, minlength=len(counts)).astype(np.int64),
-            "engine": f"vllm-{self.args.vllm_mode}" if self.args.use_vllm else "transformers",
-        }
-        append_allocation_record(self.args.output_dir, record)
-
     def refresh_success_rate_column(self) -> None:
-        """Rewrite the dataset's success-rate column from the statistics store (NaN for prompts not yet seen)."""
-        column = self.args.success_rate_column
-        rates = self.prompt_statistics.success_rates(self._all_prompt_ids()).astype(np.float64)
-        dataset = self.train_dataset
-        if column in dataset.column_names:
-            dataset = dataset.remove_columns(column)
-        self.train_dataset = dataset.add_column(column, rates.tolist())
+        """Rewrite the dataset's success-rate column from the statistics store (NaN for prompts not yet seen; a
+        streaming dataset has no column to rewrite: its rates are in ``prompt_statistics``)."""
+        self.train_dataset = self.training_prompts.with_success_rates(self.train_dataset, self.prompt_statistics)
 
     def save_adaptive_state(self, folder: str) -> str:
         """Write statistics, allocator state and epoch bookkeeping to ``folder/adaptive_state.json`` atomically."""
-        state = {
-            "allocator": {"name": self.allocator.name, "state": self._allocator_state()},
-            "procedure": self.procedure.state_dict(),
-            "statistics": self.prompt_statistics.state_dict(),
-            "epochs_closed": self._epochs_closed,
-        }
-        return write_state(folder, state)
+        return save_adaptive_state(self, folder)
 
     def load_adaptive_state(self, path: str) -> None:
         """Restore what :meth:`save_adaptive_state` wrote; refuses statistics of other prompts (fingerprints)."""
-        state = read_state(path)
-        if state["allocator"]["name"] != self.allocator.name:
-            raise ValueError(
-                f"{path} was written with allocator {state['allocator']['name']!r} but this run uses "
-                f"{self.allocator.name!r}; resume with the same allocator."
-            )
-        try:
-            self.prompt_statistics.load_state_dict(state["statistics"])
-            if isinstance(self.allocator, Allocator):
-                self.allocator.load_state_dict(state["allocator"]["state"])
-            self.procedure.load_state_dict(state.get("procedure", {}))
-        except (KeyError, TypeError, ValueError) as error:
-            raise ValueError(
-                f"{path}: cannot restore the per-prompt statistics ({error}). Resume from an earlier checkpoint, or "
-                "check that this run's statistics settings (success_threshold, posterior_half_life, "
-                "posterior_prior_a, posterior_prior_b) match the saved run's."
-            ) from None
-        self._check_fingerprints(self._all_prompt_ids(), path)
-        self.prompt_statistics.set_fingerprints(self._all_prompt_ids(), self._fingerprints)
-        self._epochs_closed = int(state.get("epochs_closed", self.prompt_statistics.epoch))
-        self.refresh_success_rate_column()
-
-    def _allocator_state(self) -> dict[str, Any]:
-        return self.allocator.state_dict() if isinstance(self.allocator, Allocator) else {}
+        load_adaptive_state(self, path)
 
     def save_final_statistics(self) -> None:
         """Write the store to ``output_dir/prompt_statistics.json`` (main process), atomically."""
@@ -575,33 +415,9 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
         if closed_any:
             self.refresh_success_rate_column()
 
-    def _initial_statistics(self, statistics: PromptStatistics | None, args: AdaptiveGRPOConfig) -> PromptStatistics:
-        if statistics is None:
-            return PromptStatistics(**args.statistics_config)
-        mismatched = {k: v for k, v in args.statistics_config.items() if getattr(statistics, k) != v}
-        if mismatched:
-            store = ", ".join(f"{k}={getattr(statistics, k)!r}" for k in mismatched)
-            config = ", ".join(f"{k}={v!r}" for k, v in mismatched.items())
-            raise ValueError(
-                f"The statistics passed to AdaptiveGRPOTrainer were built with {store}, but the config has {config}: "
-                f"the counts would mean something else. Set {store} in the config, or pass a store built with "
-                f"{config}."
-            )
-        return statistics
-
-    def _check_fingerprints(self, ids: np.ndarray, source: str) -> None:
-        mismatched = self.prompt_statistics.fingerprint_mismatches(ids, self._fingerprints)
-        if len(mismatched):
-            raise ValueError(
-                f"{source} holds statistics for {len(mismatched)} prompt id(s) whose prompt text differs in this "
-                f"train_dataset (e.g. ids {np.asarray(mismatched)[:5].tolist()}): they were measured on other "
-                "prompts. Use the dataset the statistics came from, give the new prompts new ids (prompt_id_column), "
-                "or start with fresh statistics (a new output_dir, no resume_from_checkpoint)."
-            )
-
     def create_model_card(self, model_name=None, dataset_name=None, tags=None, statistics_repo_id=None) -> None:
         """TRL's GRPO card (base_trainer.py) plus an "Adaptive allocation" section (allocator, hyperparameters,
-        budget, final allocation statistics) and the allocator's paper in the citations (``trl_adaptive/hub.py``)."""
+        budget, final allocation statistics) and the allocator's paper in the citations (``model_card.py``)."""
         if model_name is None:  # as GRPOTrainer._save_checkpoint names it
             model_name = (self.args.hub_model_id or self.args.output_dir).rstrip("/").split("/")[-1]
         super().create_model_card(model_name=model_name, dataset_name=dataset_name, tags=tags)

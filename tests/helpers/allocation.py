@@ -1,0 +1,68 @@
+"""Allocators with a known behaviour, for the procedure and trainer tests, and the brute-force knapsack optimum the
+solvers are checked against. NumPy only."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from trl_adaptive.allocation import Allocation, Allocator, largest_remainder
+
+
+def brute_force(table: np.ndarray, total: int, lo: np.ndarray, hi: np.ndarray) -> float:
+    """The best objective ``sum_i table[i, n_i]`` over every allocation with ``lo <= n <= hi`` and ``sum(n) == total``,
+    by enumeration."""
+    ranges = [range(int(a), int(b) + 1) for a, b in zip(lo, hi, strict=True)]
+    return max(
+        sum(table[i, n] for i, n in enumerate(choice)) for choice in itertools.product(*ranges) if sum(choice) == total
+    )
+
+
+class RecordingAllocator(Allocator):
+    """Wraps an allocator and records every (prompt ids, counts) it is asked for."""
+
+    def __init__(self, inner: Allocator) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.min_rollouts, self.max_rollouts = inner.min_rollouts, inner.max_rollouts
+        self.allows_zero = inner.allows_zero
+        self.history: list[tuple[list[int], list[int]]] = []
+
+    def allocate(self, stats, budget):
+        allocation = self.inner.allocate(stats, budget)
+        self.history.append((allocation.prompt_ids.tolist(), allocation.counts.tolist()))
+        return allocation
+
+    def end_step(self, allocations):
+        self.inner.end_step(allocations)
+
+    def state_dict(self):
+        return self.inner.state_dict()
+
+    def load_state_dict(self, state):
+        self.inner.load_state_dict(state)
+
+
+class SkewedAllocator(Allocator):
+    """Gives the first prompt of every batch most of the budget: a deliberately skewed allocation."""
+
+    name = "skewed-test"
+
+    def _allocate(self, stats, budget):
+        counts = np.full(len(stats), self.min_rollouts, dtype=np.int64)
+        counts[0] += budget - counts.sum()
+        return counts
+
+
+@dataclass
+class WeightedUniform(Allocator):
+    """Uniform counts with advantage weights 1 + (prompt id mod 3): a user allocator that returns weights."""
+
+    name: ClassVar[str] = "weighted-uniform-test"
+
+    def _allocate(self, stats, budget):
+        counts = largest_remainder(np.full(len(stats), budget / len(stats)), budget, self.min_rollouts)
+        return Allocation(counts, weights=1.0 + stats.prompt_ids % 3)

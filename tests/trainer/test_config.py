@@ -1,0 +1,246 @@
+"""AdaptiveGRPOConfig: parses like any TRL config and rejects impossible settings with a message naming the fix."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from datasets import Dataset
+from helpers.trainer import build_trainer, make_dataset, reward_length, tiny_config_kwargs
+from trl import GRPOConfig, TrlParser
+
+from trl_adaptive import AdaptiveGRPOConfig, AdaptiveGRPOTrainer
+from trl_adaptive.allocation import UniformAllocator
+
+NEW_FIELDS = [
+    f for f in dataclasses.fields(AdaptiveGRPOConfig) if f.name not in {g.name for g in dataclasses.fields(GRPOConfig)}
+]
+
+
+def test_every_new_field_has_help_and_is_documented():
+    assert {f.name for f in NEW_FIELDS} >= {"allocator", "min_rollouts", "max_rollouts", "success_threshold"}
+    for f in NEW_FIELDS:
+        assert f.metadata.get("help"), f"{f.name} has no help text"
+        assert f"{f.name} (" in AdaptiveGRPOConfig.__doc__, f"{f.name} missing from the docstring"
+        default = repr(f.default).replace("'", '"') if f.default is not None else None
+        if default is not None:
+            assert f"defaults to `{default}`" in AdaptiveGRPOConfig.__doc__, f"{f.name}: docstring default out of sync"
+
+
+def test_trl_parser_reads_the_new_fields(tmp_path):
+    parser = TrlParser(AdaptiveGRPOConfig)
+    (args,) = parser.parse_args_into_dataclasses(
+        [
+            "--output_dir",
+            str(tmp_path),
+            "--allocator",
+            "uniform",
+            "--max_rollouts",
+            "32",
+            "--allocator_kwargs",
+            "{}",
+            "--equal_prompt_weighting",
+            "true",
+            "--use_cpu",
+            "true",
+        ]
+    )
+    assert args.allocator == "uniform" and args.max_rollouts == 32 and args.allocator_kwargs == {}
+    assert args.equal_prompt_weighting is True
+    (args,) = parser.parse_args_into_dataclasses(
+        [
+            "--output_dir",
+            str(tmp_path),
+            "--posterior_half_life",
+            "12.5",
+            "--posterior_prior_a",
+            "0.5",
+            "--use_cpu",
+            "1",
+        ],
+    )
+    assert args.posterior_half_life == 12.5 and args.posterior_prior_a == 0.5 and args.posterior_prior_b == 1.0
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"allocator": "nope"}, "allocator='nope' is not a registered allocator"),
+        ({"min_rollouts": 1}, "min_rollouts=1"),
+        ({"max_rollouts": 3}, "num_generations=4 is the average"),
+        ({"min_rollouts": 5, "max_rollouts": 8}, "num_generations=4 is the average"),
+        ({"allocator_kwargs": "{not json"}, "allocator_kwargs is not valid JSON"),
+        ({"num_generations": 1}, "at least 2 generations"),
+        ({"prompt_id_column": "x", "success_rate_column": "x"}, "different names"),
+        (
+            {"allocator": "bayes_knapsack", "allocator_kwargs": {"fallback": True}},
+            "['fallback']; it takes min_rollouts, max_rollouts, solver",
+        ),
+        ({"allocator": "uniform", "allocator_kwargs": '{"eta": 1}'}, "['eta']; it takes"),
+        ({"posterior_half_life": 0}, "posterior_half_life=0: must be a finite number of steps > 0"),
+        ({"posterior_half_life": -3.0}, "posterior_half_life=-3.0: must be a finite number of steps > 0"),
+        ({"posterior_half_life": float("inf")}, "posterior_half_life=inf"),
+        ({"posterior_prior_a": 0.0}, "posterior_prior_a=0.0: must be > 0"),
+        ({"posterior_prior_b": -1.0}, "posterior_prior_b=-1.0: must be > 0"),
+        ({"posterior_prior_a": float("nan")}, "posterior_prior_a=nan: must be finite"),
+    ],
+)
+def test_invalid_config_fails_at_construction(tmp_path, overrides, message):
+    kwargs = tiny_config_kwargs(str(tmp_path))
+    kwargs.update(overrides)
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace("[", r"\[")):
+        AdaptiveGRPOConfig(**kwargs)
+
+
+def test_indivisible_generation_batch_is_rejected(tmp_path):
+    with pytest.raises(ValueError, match="divisible"):
+        AdaptiveGRPOConfig(
+            **tiny_config_kwargs(str(tmp_path), generation_batch_size=10, per_device_train_batch_size=4)
+        )
+
+
+@pytest.mark.parametrize(
+    ("dataset", "error", "message"),
+    [
+        (Dataset.from_dict({"question": ["a", "b"]}), ValueError, "no 'prompt' column"),
+        (Dataset.from_dict({"prompt": ["a", "b"], "prompt_id": [0.5, 1.5]}), TypeError, "all integers or all strings"),
+        (Dataset.from_dict({"prompt": ["a", "b"], "prompt_id": ["x", "x"]}), ValueError, r"duplicate ids, e.g. \['x'"),
+        (Dataset.from_dict({"prompt": ["a", "b"], "prompt_id": [3, 3]}), ValueError, "duplicate ids"),
+        (Dataset.from_dict({"prompt": ["a", "b"], "success_rate": ["hi", "lo"]}), TypeError, "success_rate"),
+    ],
+)
+def test_bad_dataset_fails_at_construction(tiny_model_dir, tmp_path, dataset, error, message):
+    with pytest.raises(error, match=message):
+        build_trainer(tiny_model_dir, tmp_path, dataset, reward_funcs=reward_length, allocator="uniform")
+
+
+def test_unsupported_features_fail_at_construction(tiny_model_dir, tmp_path):
+    with pytest.raises(TypeError, match="datasets.Dataset or datasets.IterableDataset"):
+        build_trainer(tiny_model_dir, tmp_path, [{"prompt": "a"}], reward_funcs=reward_length, allocator="uniform")
+    with pytest.raises(TypeError, match="AdaptiveGRPOConfig"):
+        AdaptiveGRPOTrainer(
+            model=str(tiny_model_dir),
+            reward_funcs=reward_length,
+            args=GRPOConfig(**tiny_config_kwargs(str(tmp_path))),
+            train_dataset=make_dataset(8),
+        )
+
+
+def test_allocator_object_with_infeasible_bounds_fails_at_construction(tiny_model_dir, tmp_path):
+    # 2 prompts x 4 completions = 8, but every prompt would need at least 5.
+    with pytest.raises(ValueError, match="budget=8 cannot be split over 2 prompts"):
+        bounds = UniformAllocator(min_rollouts=5, max_rollouts=8)
+        build_trainer(tiny_model_dir, tmp_path, None, bounds, reward_funcs=reward_length, allocator="uniform")
+
+
+def test_fixed_seed_in_server_mode_is_rejected(tiny_model_dir, tmp_path):
+    args = AdaptiveGRPOConfig(
+        **tiny_config_kwargs(str(tmp_path)),
+        allocator="uniform",
+        use_vllm=True,
+        vllm_mode="server",
+        generation_kwargs={"seed": 1},
+    )
+    with pytest.raises(ValueError, match=r"generation_kwargs\['seed'\]"):
+        AdaptiveGRPOTrainer(
+            model=str(tiny_model_dir), reward_funcs=reward_length, args=args, train_dataset=make_dataset(8)
+        )
+
+
+@pytest.mark.parametrize(("name", "expected"), [("knapsack", 128), ("reinforce_ada_est", 32), ("cero", 16)])
+def test_unset_max_rollouts_keeps_each_allocators_default(tmp_path, name, expected):
+    from trl_adaptive.trainer.inputs import build_procedure_from_config as _build
+
+    assert _build(AdaptiveGRPOConfig(**tiny_config_kwargs(str(tmp_path)), allocator=name), 8).max_rollouts == expected
+    overridden = AdaptiveGRPOConfig(**tiny_config_kwargs(str(tmp_path)), allocator=name, max_rollouts=8)
+    assert _build(overridden, 8).max_rollouts == 8
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The statistics store's settings: Est's decayed rate, and warnings for settings the allocator does not read
+# ---------------------------------------------------------------------------------------------------------------------
+def test_est_settings_default_to_the_stores_and_reach_its_config(tmp_path):
+    from trl_adaptive.stats import PromptStatistics
+
+    default = AdaptiveGRPOConfig(**tiny_config_kwargs(str(tmp_path)), allocator="reinforce_ada_est")
+    store = PromptStatistics()
+    assert (default.est_decay, default.est_prior_alpha, default.est_prior_beta) == (
+        store.decay,
+        store.prior_alpha,
+        store.prior_beta,
+    )
+    assert PromptStatistics(**default.statistics_config).config == store.config
+    args = AdaptiveGRPOConfig(
+        **tiny_config_kwargs(str(tmp_path)), allocator="reinforce_ada_est", est_decay=0.5, est_prior_beta=4.0
+    )
+    built = PromptStatistics(**args.statistics_config)
+    assert (built.decay, built.prior_alpha, built.prior_beta) == (0.5, 1.0, 4.0)
+    (parsed,) = TrlParser(AdaptiveGRPOConfig).parse_args_into_dataclasses(
+        ["--output_dir", str(tmp_path), "--allocator", "reinforce_ada_est", "--est_decay", "0.75", "--use_cpu", "1"]
+    )
+    assert parsed.est_decay == 0.75 and parsed.statistics_config["decay"] == 0.75
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"est_decay": 0.0}, "est_decay=0.0: must lie in (0, 1]; it multiplies Est's decayed counts"),
+        ({"est_decay": 1.5}, "est_decay=1.5: must lie in (0, 1]; it multiplies Est's decayed counts"),
+        ({"est_decay": float("nan")}, "est_decay=nan: must be finite"),
+        ({"est_prior_alpha": 0.0}, "est_prior_alpha=0.0: must be > 0, a pseudo-success of Est's Beta prior"),
+        ({"est_prior_beta": -1.0}, "est_prior_beta=-1.0: must be > 0, a pseudo-failure of Est's Beta prior"),
+        ({"est_prior_beta": "16"}, "est_prior_beta='16': must be a real number"),
+    ],
+)
+def test_invalid_est_settings_name_the_config_field(tmp_path, overrides, message):
+    kwargs = tiny_config_kwargs(str(tmp_path), allocator="reinforce_ada_est", **overrides)
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace("[", r"\[")):
+        AdaptiveGRPOConfig(**kwargs)
+
+
+@pytest.mark.parametrize(
+    ("allocator", "overrides", "readers"),
+    [
+        ("knapsack", {"est_decay": 0.5}, "reinforce_ada_est"),
+        ("cero", {"est_prior_alpha": 2.0}, "reinforce_ada_est"),
+        ("uniform", {"posterior_half_life": 8.0}, "bayes_knapsack, cero"),
+        ("reinforce_ada_est", {"posterior_prior_a": 0.5}, "bayes_knapsack, cero"),
+        ("reinforce_ada_seq_pos", {"est_decay": 0.5}, "reinforce_ada_est"),
+    ],
+)
+def test_a_setting_the_allocator_does_not_read_is_warned_about(tmp_path, allocator, overrides, readers):
+    (field,) = overrides
+    with pytest.warns(UserWarning, match=rf"{field}=.* has no effect: allocator='{allocator}'") as record:
+        AdaptiveGRPOConfig(**tiny_config_kwargs(str(tmp_path), allocator=allocator, **overrides))
+    message = next(str(w.message) for w in record if "has no effect" in str(w.message))
+    assert f"Allocators that read it: {readers}." in message and record[-1].filename == __file__
+
+
+@pytest.mark.parametrize(
+    ("allocator", "overrides"),
+    [
+        ("reinforce_ada_est", {"est_decay": 0.5, "est_prior_alpha": 2.0, "est_prior_beta": 8.0}),
+        ("bayes_knapsack", {"posterior_half_life": 8.0, "posterior_prior_a": 0.5}),
+        ("cero", {"posterior_prior_b": 0.5}),
+        ("knapsack", {}),
+    ],
+)
+def test_settings_the_allocator_reads_or_defaults_are_not_warned_about(tmp_path, allocator, overrides):
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        AdaptiveGRPOConfig(**tiny_config_kwargs(str(tmp_path), allocator=allocator, **overrides))
+
+
+def test_the_trainer_builds_its_store_with_the_est_settings(tiny_model_dir, tmp_path):
+    trainer = build_trainer(
+        tiny_model_dir,
+        tmp_path,
+        reward_funcs=reward_length,
+        allocator="reinforce_ada_est",
+        est_decay=0.5,
+        est_prior_beta=4.0,
+    )
+    store = trainer.prompt_statistics
+    assert (store.decay, store.prior_alpha, store.prior_beta) == (0.5, 1.0, 4.0)

@@ -1,0 +1,229 @@
+"""Exact and crash-safe resume: the next allocation after a resume, the resume matrix on 1 and 2 processes,
+interrupted saves, bad state files. (A streaming train set's resume: test_dropin_streaming.py.)
+
+A checkpoint is taken at EVERY step of a 3-epoch run, so the matrix covers mid-epoch checkpoints, checkpoints on an
+epoch's last step (written before ``on_epoch_end``) and the final one; see ``tests/scripts/resume_matrix.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import transformers.trainer
+from helpers import REPO
+from helpers.allocation import RecordingAllocator
+from helpers.launch import launch_two_ranks
+from helpers.trainer import build_trainer, make_dataset
+
+from trl_adaptive import AdaptiveGRPOTrainer
+from trl_adaptive.allocation import get_allocator
+from trl_adaptive.run_files import ADAPTIVE_STATE_FILE
+from trl_adaptive.trainer.checkpoint import newest_complete_checkpoint
+
+SCRIPTS = REPO / "tests" / "scripts"
+
+
+def test_resume_restores_statistics_and_next_allocation(tiny_model_dir, tmp_path):
+    """Train 2 epochs saving at step 5; a run resumed from checkpoint-5 allocates exactly as the uninterrupted one."""
+
+    def run(output_dir, resume=None):
+        allocator = RecordingAllocator(get_allocator("knapsack", max_rollouts=6))
+        trainer = build_trainer(
+            tiny_model_dir,
+            output_dir,
+            allocator_object=allocator,
+            max_steps=8,
+            save_strategy="steps",
+            save_steps=5,
+            allocator="knapsack",
+            max_rollouts=6,
+        )
+        trainer.train(resume_from_checkpoint=resume)
+        return allocator.history, trainer
+
+    full_history, full = run(tmp_path / "full")
+    checkpoint = tmp_path / "full" / "checkpoint-5"
+    state = json.loads((checkpoint / "adaptive_state.json").read_text())
+    assert state["allocator"]["name"] == "knapsack" and state["statistics"]
+    resumed_history, resumed = run(tmp_path / "full", resume=str(checkpoint))
+
+    assert resumed_history == full_history[5:]
+    # Epoch 2 allocates from epoch 1's rates: at least one step is not uniform, else this test would be vacuous.
+    assert any(len(set(counts)) > 1 for _, counts in full_history[4:])
+    assert resumed.prompt_statistics.state_dict() == full.prompt_statistics.state_dict()
+    np.testing.assert_array_equal(resumed.train_dataset["success_rate"], full.train_dataset["success_rate"])
+
+
+def _check_matrix(report: dict, mode: str, rank: int = 0) -> None:
+    full = report["full"]
+    steps = sorted(int(step) for step in report["resumed"])
+    assert steps == list(range(1, 7)), steps  # 3 epochs x 2 steps, a checkpoint at each
+    assert full["epoch_count"] == 3
+    if rank == 0:
+        history = full["allocations"]
+        assert [step for step, _, _ in history] == list(range(6))
+        if mode == "knapsack":
+            # Epochs 2 and 3 allocate from measured rates; without a skewed allocation this test checks nothing.
+            assert any(len(set(counts)) > 1 for _, _, counts in history[2:]), history
+        if mode == "pilot_commit":
+            assert any(0 in counts for _, _, counts in history), history  # an evicted prompt gets nothing
+        if mode in ("dynamic", "cero", "cero_dynamic"):
+            assert any(len(ids) > 2 for _, ids, _ in history), history  # some step drew further prompts
+        if mode == "pilot":
+            # Round two skews the counts, and the posterior has forgotten (fractional evidence) before the end.
+            assert any(len(set(counts)) > 1 for _, _, counts in history), history
+            evidence = full["statistics"]["columns"]["posterior_failures"]
+            assert any(0 < x != int(x) for x in evidence), evidence
+    for step in steps:
+        resumed = report["resumed"][str(step)]
+        if rank == 0:
+            assert resumed["allocations"] == full["allocations"][step:], f"resumed from checkpoint-{step}"
+        assert resumed["statistics"] == full["statistics"], f"statistics after resuming from checkpoint-{step}"
+        assert resumed["column"] == full["column"], f"success_rate column after resuming from checkpoint-{step}"
+        assert resumed["epoch_count"] == 3
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["knapsack", "dynamic", "seq", "cero", "pilot", "cero_dynamic", "pilot_commit"])
+def test_resume_matrix_one_process(tiny_model_dir, tmp_path, mode):
+    import sys
+
+    sys.path.insert(0, str(SCRIPTS))
+    from resume_matrix import run_matrix
+
+    report = json.loads(json.dumps(run_matrix(str(tiny_model_dir), tmp_path, mode)))  # as the 2-rank reports
+    _check_matrix(report, mode)
+
+
+@pytest.mark.slow
+@pytest.mark.multiprocess
+@pytest.mark.parametrize("mode", ["knapsack", "dynamic", "seq", "pilot", "cero_dynamic"])
+def test_resume_matrix_two_processes(tiny_model_dir, tmp_path, mode):
+    reports = launch_two_ranks(SCRIPTS / "resume_matrix.py", tiny_model_dir, tmp_path, mode)
+    for rank, report in enumerate(reports):
+        _check_matrix(report, mode, rank)
+    assert reports[0]["full"]["statistics"] == reports[1]["full"]["statistics"]
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Crash safety: a save interrupted at every point between its writes
+# ---------------------------------------------------------------------------------------------------------------------
+class Killed(BaseException):
+    """Stands for a SIGKILL at one instant of a save: nothing after it runs (BaseException: no handler catches it)."""
+
+
+def _trainer(model_dir, output_dir, **overrides) -> AdaptiveGRPOTrainer:
+    """Knapsack on 4 prompts, a checkpoint at every step."""
+    config = {"max_steps": 4, "save_strategy": "steps", "save_steps": 1, **overrides}
+    return build_trainer(model_dir, output_dir, make_dataset(4), allocator="knapsack", max_rollouts=6, **config)
+
+
+def _kill_at(monkeypatch, point: str, at_step: int) -> None:
+    """Raise Killed at ``point`` of the save of checkpoint ``at_step``."""
+
+    def wrap(owner, name, before=True):
+        original = getattr(owner, name)
+
+        def wrapper(*args, **kwargs):
+            trainer = args[0] if args and isinstance(args[0], AdaptiveGRPOTrainer) else None
+            step = trainer.state.global_step if trainer is not None else _kill_at.trainer.state.global_step
+            if step == at_step and before:
+                raise Killed(point)
+            result = original(*args, **kwargs)
+            if step == at_step and not before:
+                raise Killed(point)
+            return result
+
+        monkeypatch.setattr(owner, name, wrapper)
+
+    if point == "before_model":
+        wrap(AdaptiveGRPOTrainer, "save_model")
+    elif point == "before_optimizer":
+        wrap(AdaptiveGRPOTrainer, "_save_optimizer_and_scheduler")
+    elif point == "before_rng":
+        wrap(AdaptiveGRPOTrainer, "_save_rng_state")
+    elif point == "before_trainer_state":
+        wrap(transformers.trainer.TrainerState, "save_to_json")
+    elif point == "before_rotation":
+        wrap(transformers.trainer, "rotate_checkpoints")
+    elif point == "after_rotation":
+        wrap(transformers.trainer, "rotate_checkpoints", before=False)
+    else:
+        raise ValueError(point)
+
+
+@pytest.mark.parametrize(
+    "point",
+    ["before_model", "before_optimizer", "before_rng", "before_trainer_state", "before_rotation", "after_rotation"],
+)
+def test_a_save_killed_at_any_point_loses_nothing(tiny_model_dir, tmp_path, monkeypatch, point):
+    """save_total_limit=1 keeps one checkpoint; a kill during the save of checkpoint-3 must leave a complete one."""
+    reference = _trainer(tiny_model_dir, tmp_path / "reference", save_total_limit=1)
+    reference.train()
+
+    run_dir = tmp_path / "killed"
+    killed = _trainer(tiny_model_dir, run_dir, save_total_limit=1)
+    _kill_at.trainer = killed
+    _kill_at(monkeypatch, point, at_step=3)
+    with pytest.raises(Killed):
+        killed.train()
+    monkeypatch.undo()
+    # The final statistics file is written even though training was interrupted.
+    assert (run_dir / "prompt_statistics.json").exists()
+
+    newest = newest_complete_checkpoint(str(run_dir))
+    expected = "checkpoint-3" if point in ("before_rotation", "after_rotation") else "checkpoint-2"
+    assert newest is not None and Path(newest).name == expected
+
+    resumed = _trainer(tiny_model_dir, run_dir, save_total_limit=1)
+    if expected == "checkpoint-2":
+        with pytest.warns(UserWarning, match="incomplete checkpoint"):
+            resumed.train(resume_from_checkpoint=True)
+    else:
+        resumed.train(resume_from_checkpoint=True)
+    assert resumed.prompt_statistics.state_dict() == reference.prompt_statistics.state_dict()
+
+
+def test_pushed_checkpoint_already_holds_the_state_file(tiny_model_dir, tmp_path, monkeypatch):
+    """hub_strategy="checkpoint" uploads the checkpoint folder: the state file must exist when the upload starts."""
+    seen: list[list[str]] = []
+    monkeypatch.setattr(AdaptiveGRPOTrainer, "init_hf_repo", lambda self, token=None: None)  # no Hub here
+    monkeypatch.setattr(
+        AdaptiveGRPOTrainer, "_push_from_checkpoint", lambda self, folder: seen.append(sorted(os.listdir(folder)))
+    )
+    trainer = _trainer(
+        tiny_model_dir, tmp_path, max_steps=2, push_to_hub=True, hub_model_id="me/run", hub_strategy="checkpoint"
+    )
+    trainer.train()
+    assert len(seen) == 2 and all(ADAPTIVE_STATE_FILE in files and "trainer_state.json" in files for files in seen)
+
+
+@pytest.mark.parametrize(
+    "content", ["", '{"format_version": 2, "allocator": {"name": "knaps', '{"format_version": 2}']
+)
+def test_corrupt_state_file_names_the_file_and_the_fix(tiny_model_dir, tmp_path, content):
+    _trainer(tiny_model_dir, tmp_path, max_steps=2).train()
+    checkpoint = tmp_path / "checkpoint-2"
+    (checkpoint / ADAPTIVE_STATE_FILE).write_text(content)
+    with pytest.raises((ValueError, FileNotFoundError), match=r"checkpoint-2.*(earlier checkpoint|Resume from)"):
+        _trainer(tiny_model_dir, tmp_path, max_steps=3).train(resume_from_checkpoint=str(checkpoint))
+
+
+def test_resume_with_other_prompts_under_the_same_ids_is_refused(tiny_model_dir, tmp_path):
+    _trainer(tiny_model_dir, tmp_path, max_steps=2).train()
+    other = make_dataset(8).select(range(4, 8))  # different texts under ids 0..3
+    trainer = build_trainer(tiny_model_dir, tmp_path, other, allocator="knapsack", max_rollouts=6, max_steps=3)
+    with pytest.raises(ValueError, match="prompt text differs"):
+        trainer.train(resume_from_checkpoint=str(tmp_path / "checkpoint-2"))
+
+
+def test_resume_true_without_a_complete_checkpoint_explains(tiny_model_dir, tmp_path):
+    (tmp_path / "checkpoint-7").mkdir()  # an interrupted first save
+    with pytest.raises(ValueError, match="no complete checkpoint"):
+        _trainer(tiny_model_dir, tmp_path).train(resume_from_checkpoint=True)
+    shutil.rmtree(tmp_path / "checkpoint-7")

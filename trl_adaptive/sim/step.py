@@ -1,0 +1,140 @@
+"""One simulated step: a sampling procedure of :mod:`trl_adaptive.sampling`, driven with Bernoulli rewards.
+
+The trainer and the simulator run the same procedures through the same loop (:func:`trl_adaptive.sampling.drive`);
+only the world differs: here a completion of prompt i is a Bernoulli(p_i) reward at the prompt's true p_i, and the
+further prompts a procedure asks for are drawn uniformly from the rest of the population.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from trl_adaptive.allocation.base import Allocator, PromptBatchStats
+from trl_adaptive.sampling import (
+    ROUND_PROCEDURES,
+    BatchContext,
+    PlanAhead,
+    Procedure,
+    Round,
+    as_procedure,
+    drive,
+    is_success,
+)
+
+from .population import expit, seq_advantage_weights
+
+
+class StatisticsStore(Protocol):
+    """The part of :class:`trl_adaptive.stats.PromptStatistics` the simulator uses."""
+
+    def update(self, prompt_ids: np.ndarray, rewards: np.ndarray) -> None: ...
+
+    def end_epoch(self) -> None: ...
+
+    def success_rates(self, prompt_ids: np.ndarray) -> np.ndarray: ...
+
+    def batch(self, prompt_ids: np.ndarray) -> PromptBatchStats: ...
+
+
+@dataclass
+class SimulatedStep:
+    """What one step generated and trained, whatever the strategy (plan-ahead, Seq rounds, dynamic sampling)."""
+
+    # Prompts trained on, aligned: stable ids, completions trained, successes among them, advantage multipliers.
+    trained_ids: np.ndarray
+    trained: np.ndarray
+    trained_successes: np.ndarray
+    weights: np.ndarray | None
+    # Prompts generated for (each once per step), aligned: ids, their store rate at allocation, completions, successes.
+    generated_ids: np.ndarray
+    generated_rates: np.ndarray
+    generated: np.ndarray
+    generated_successes: np.ndarray
+    # One entry per generated completion: its prompt id and reward (the store sees every scored completion).
+    completion_ids: np.ndarray
+    rewards: np.ndarray
+    seconds: float
+    rounds: int = 1
+    filled: int = 0
+    unfinished: int = 0
+
+
+def simulated_procedure(spec: str | Allocator | Procedure) -> Procedure:
+    """The procedure a spec runs in the simulator, a private copy (a stateful one starts from the given state).
+
+    A round procedure's name (Reinforce-Ada Seq, ``pilot_commit``) builds it; any other name or allocator is planned
+    ahead (:class:`~trl_adaptive.sampling.PlanAhead`; CERO here is the fixed mapping, the trainer's default
+    ``pacing=True`` is ``CeroPacing(get_allocator("cero"))``); a procedure runs as given.
+    """
+    if isinstance(spec, str) and spec in ROUND_PROCEDURES:
+        return as_procedure(spec)
+    if isinstance(spec, (str, Allocator)):
+        return PlanAhead(copy.deepcopy(spec))
+    if isinstance(spec, Procedure):
+        return copy.deepcopy(spec)
+    raise TypeError(f"Expected an allocator name, an Allocator or a Procedure, got {type(spec).__name__}.")
+
+
+def run_step(
+    procedure: Procedure,
+    ids: np.ndarray,
+    store: StatisticsStore,
+    logits: np.ndarray,
+    num_generations: int,
+    reward_rng: np.random.Generator,
+    draw_rng: np.random.Generator,
+    select_rng: np.random.Generator,
+) -> SimulatedStep:
+    """One batch of ``procedure`` with r ~ Bernoulli(p_i), as the trainer drives it (``sampling.drive``)."""
+
+    def draw_prompts(exclude: np.ndarray, number: int) -> np.ndarray:
+        candidates = np.setdiff1d(np.arange(len(logits)), exclude)
+        if len(candidates) < number:
+            return candidates[:0]
+        return np.sort(draw_rng.choice(candidates, size=number, replace=False))
+
+    def generate(request: Round, jobs: np.ndarray) -> np.ndarray:
+        p = expit(logits[np.repeat(request.prompt_ids, request.counts)])
+        return (reward_rng.random(len(p)) < p).astype(np.float64)
+
+    budget = len(ids) * num_generations
+    ctx = BatchContext(ids, budget, num_generations, 1.0, store.batch, draw_prompts, select_rng)
+    outcome = drive(procedure, ctx, generate)
+    procedure.end_step(outcome)
+    record = outcome.record
+    generated, successes = record.counts(), record.successes().astype(np.int64)
+    trained = outcome.trained_counts
+    success = is_success(record.rewards[outcome.selected], ctx.success_threshold)
+    trained_successes = np.bincount(outcome.trained_group_ids, weights=success, minlength=len(trained)).astype(
+        np.int64
+    )
+    # The trained groups: every prompt trained on, and the batch's own prompts a plan skipped (count 0).
+    keep = (trained > 0) | (np.isin(record.prompt_ids, ids) & (generated == 0))
+    weights = record.weights
+    if outcome.baseline_from_all:  # Seq: the baseline of all its completions (the "advantage" rule's model)
+        p = expit(logits[record.prompt_ids])
+        seq = seq_advantage_weights(trained, trained_successes, generated, successes, p)
+        weights = seq if weights is None else weights * seq
+    return SimulatedStep(
+        trained_ids=record.prompt_ids[keep],
+        trained=trained[keep],
+        trained_successes=trained_successes[keep],
+        weights=None if weights is None else weights[keep],
+        generated_ids=record.prompt_ids,
+        generated_rates=record.success_rates,
+        generated=generated,
+        generated_successes=successes,
+        completion_ids=record.prompt_ids[record.group_ids],
+        rewards=record.rewards,
+        seconds=outcome.seconds,
+        rounds=len(record.round_sizes),
+        filled=int(record.metrics.get("dynamic_sampling/filled", 0)),
+        unfinished=int(record.metrics.get("rounds/prompts_unfinished", 0)),
+    )
+
+
+__all__ = ["SimulatedStep", "StatisticsStore", "run_step", "simulated_procedure"]

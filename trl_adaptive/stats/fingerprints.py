@@ -1,0 +1,128 @@
+"""Stable keys for prompts: integer store ids from a dataset's id column, and fingerprints of prompt texts.
+
+Statistics are keyed by integer prompt ids. Resuming, or warm-starting, with a different dataset that reuses the same
+ids would silently apply old statistics to new prompts, so each row of the store may carry a fingerprint of its
+prompt's text, and statistics whose stored fingerprint differs are refused. Both are the same in every process,
+machine and Python version (SHA-256, no ``hash()``). NumPy only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ._checks import check_duplicates_agree
+from .table import RowTable
+
+
+def stable_prompt_ids(values: Sequence[Any], column: str = "prompt_id") -> np.ndarray:
+    """``(N,)`` int64 store ids of a dataset's prompt-id column: integers as they are, strings mapped by SHA-256.
+
+    String ids (hashes, UUIDs, names) become the first 63 bits of the SHA-256 of their UTF-8 bytes: the same in every
+    process, machine and Python version. Two distinct strings collide with probability about 5e-8 among 10**6 ids.
+
+    Raises:
+        ValueError / TypeError: naming ``column`` for a missing id or a mix of kinds.
+
+    Example:
+        >>> stable_prompt_ids([3, 5]).tolist()
+        [3, 5]
+        >>> stable_prompt_ids(["a3f9c2"]).tolist()
+        [2513115939235962885]
+    """
+    values = list(values)
+    missing = [i for i, v in enumerate(values) if v is None]
+    if missing:
+        raise ValueError(
+            f"train_dataset column {column!r} has no id at rows {missing[:5]}: every row needs a prompt id (an "
+            "integer or a string). Fill them in, or drop the column to let the trainer number the rows."
+        )
+    if all(isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) for v in values):
+        return np.asarray(values, dtype=np.int64).reshape(len(values))
+    if all(isinstance(v, str) for v in values):
+        digests = (hashlib.sha256(v.encode("utf-8")).digest()[:8] for v in values)
+        return np.fromiter((int.from_bytes(d, "big") >> 1 for d in digests), np.int64, len(values))
+    raise TypeError(
+        f"train_dataset column {column!r} must hold prompt ids, all integers or all strings, got values like "
+        f"{values[0]!r} ({type(values[0]).__name__}). Convert them, or set prompt_id_column to another column (or to "
+        "a name the dataset does not have, to let the trainer number the rows)."
+    )
+
+
+def prompt_fingerprint(prompt: str | Sequence[Mapping[str, Any]]) -> str:
+    """A 16-hex-character fingerprint of a prompt's text: the start of SHA-256 over its canonical JSON.
+
+    The canonical JSON is ``json.dumps(prompt, sort_keys=True, ensure_ascii=False, separators=(",", ":"))`` encoded
+    as UTF-8, so the fingerprint is the same in every process, machine and Python version (no ``hash()``), and does
+    not depend on the key order of the message dicts. Everything else counts: whitespace, Unicode normalisation, the
+    system message, extra keys of a message (also ones set to ``None``), and a plain string differs from the same
+    text wrapped in a message list.
+
+    Args:
+        prompt: a plain-text prompt, or a conversational prompt: a list of ``{"role": ..., "content": ...}`` dicts
+            (TRL's two prompt formats).
+
+    Returns:
+        16 lowercase hex characters (64 bits: a collision among 10**6 prompts has probability about 3e-8).
+
+    Example:
+        >>> prompt_fingerprint("What is 2 + 2?")
+        'fb3eb78712d637f5'
+        >>> a = [{"role": "user", "content": "What is 2 + 2?"}]
+        >>> prompt_fingerprint(a) == prompt_fingerprint([{"content": "What is 2 + 2?", "role": "user"}])
+        True
+    """
+    if isinstance(prompt, str):
+        canonical: Any = str(prompt)
+    elif isinstance(prompt, (list, tuple)) and all(isinstance(message, Mapping) for message in prompt):
+        canonical = [dict(message) for message in prompt]
+    else:
+        raise TypeError(
+            f"prompt must be a string or a list of {{'role': ..., 'content': ...}} dicts (TRL's prompt formats), got "
+            f"{type(prompt).__name__}."
+        )
+    try:
+        text = json.dumps(canonical, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    except (TypeError, ValueError) as error:
+        raise TypeError(f"prompt cannot be written as JSON, so it has no fingerprint: {error}") from None
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def as_fingerprints(fingerprints: Sequence[str], length: int) -> list[str]:
+    values = list(fingerprints)
+    if len(values) != length:
+        raise ValueError(f"fingerprints holds {len(values)} entries but prompt_ids holds {length}; give one each.")
+    for value in values:
+        if not isinstance(value, str) or not value:
+            raise ValueError(
+                f"fingerprints must be non-empty strings, got {value!r}; compute them with prompt_fingerprint(prompt)."
+            )
+    return [str(value) for value in values]
+
+
+def record_fingerprints(table: RowTable, ids: np.ndarray, fingerprints: Sequence[str]) -> None:
+    """Store the fingerprint of each id's prompt (overwriting), adding rows for new ids."""
+    values = as_fingerprints(fingerprints, len(ids))
+    check_duplicates_agree(ids, values, "fingerprints")
+    stored = table.fingerprints
+    for row, value in zip(table.rows_adding(ids).tolist(), values, strict=True):
+        stored[row] = value
+
+
+def fingerprint_mismatches(table: RowTable, ids: np.ndarray, fingerprints: Sequence[str]) -> np.ndarray:
+    """Sorted unique ids whose stored fingerprint exists and differs from the given one: another prompt's statistics.
+
+    Ids without a stored fingerprint (never fingerprinted, or read from a version-1 file) are not mismatches.
+    """
+    values = as_fingerprints(fingerprints, len(ids))
+    stored = table.fingerprints
+    bad = [
+        i
+        for i, row, value in zip(ids.tolist(), table.rows(ids).tolist(), values, strict=True)
+        if row >= 0 and stored[row] and stored[row] != value
+    ]
+    return np.unique(np.asarray(bad, dtype=np.int64))
