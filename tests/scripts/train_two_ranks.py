@@ -108,6 +108,9 @@ def main() -> None:
     mode = sys.argv[3] if len(sys.argv) > 3 else "skewed"
     max_steps = int(sys.argv[4]) if len(sys.argv) > 4 else 3
     dataset = Dataset.from_dict({"prompt": PROMPTS})
+    if mode.startswith("stream-"):  # the same prompts and ids as a streaming dataset: TRL shards it over the ranks
+        mode = mode.removeprefix("stream-")
+        dataset = Dataset.from_dict({"prompt": PROMPTS, "prompt_id": list(range(NUM_PROMPTS))}).to_iterable_dataset()
     kwargs = tiny_config_kwargs(
         str(report_dir / "output"),
         per_device_train_batch_size=8,  # generation_batch_size 16 over 2 ranks: L = 8 rows per rank
@@ -152,6 +155,7 @@ def main() -> None:
         distributed_type=str(accelerator.distributed_type),
         generation_batch_size=trainer.args.generation_batch_size,
         seed=trainer.args.seed,
+        streaming=trainer.training_prompts.streaming,
     )
     report_dir.mkdir(parents=True, exist_ok=True)
     path = report_dir / f"rank{accelerator.process_index}.json"

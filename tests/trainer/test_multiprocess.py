@@ -26,9 +26,14 @@ def _launch(model_dir: Path, report_dir: Path, *script_args: str) -> list[dict]:
     return launch_two_ranks(SCRIPT, model_dir, report_dir, *script_args)
 
 
+DATA = pytest.mark.parametrize("data", ["", "stream-"], ids=["dataset", "stream"])
+
+
 @pytest.mark.multiprocess
-def test_two_ranks_skewed_allocation(tiny_model_dir, tmp_path):
-    ranks = _launch(tiny_model_dir, tmp_path, "skewed", "3")
+@DATA
+def test_two_ranks_skewed_allocation(tiny_model_dir, tmp_path, data):
+    ranks = _launch(tiny_model_dir, tmp_path, f"{data}skewed", "3")
+    assert all(r["streaming"] == (data == "stream-") for r in ranks)
     assert [r["process_index"] for r in ranks] == [0, 1]
     assert all(r["num_processes"] == 2 and r["distributed_type"] == "DistributedType.MULTI_CPU" for r in ranks)
     total = ranks[0]["generation_batch_size"]
@@ -82,10 +87,13 @@ def test_two_ranks_skewed_allocation(tiny_model_dir, tmp_path):
 
 
 @pytest.mark.multiprocess
-def test_two_ranks_uniform_matches_grpo_trainer(tiny_model_dir, tmp_path):
+@DATA
+def test_two_ranks_uniform_matches_grpo_trainer(tiny_model_dir, tmp_path, data):
     """On 2 ranks, allocator="uniform" keeps TRL's layout: same rows per rank, advantages and parameters as
-    GRPOTrainer (both trained in the same launch, one after the other, from the same model and seed)."""
-    ranks = _launch(tiny_model_dir, tmp_path, "uniform-vs-grpo", "2")
+    GRPOTrainer (both trained in the same launch, one after the other, from the same model and seed), from a
+    map-style dataset and from a streaming one."""
+    ranks = _launch(tiny_model_dir, tmp_path, f"{data}uniform-vs-grpo", "2")
+    assert all(r["streaming"] == (data == "stream-") for r in ranks)
     for rank in ranks:
         grpo, ours = rank["grpo"], rank["adaptive"]
         assert len(grpo["steps"]) == len(ours["steps"]) == 2
