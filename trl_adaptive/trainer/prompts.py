@@ -67,7 +67,7 @@ class DatasetPrompts:
 
     streaming = False
 
-    def __init__(self, dataset: Dataset, id_column: str, rate_column: str) -> None:
+    def __init__(self, dataset: Dataset, id_column: str, rate_column: str, prior_weight: float) -> None:
         if "prompt" not in dataset.column_names:
             raise ValueError(f"train_dataset has no 'prompt' column (columns: {dataset.column_names}). Rename yours.")
         if id_column in dataset.column_names:
@@ -82,7 +82,7 @@ class DatasetPrompts:
         else:  # row numbers: two rows with the same text stay two prompts; fingerprints catch a reordered dataset
             dataset = dataset.add_column(id_column, list(range(len(dataset))))
             ids = np.arange(len(dataset), dtype=np.int64)
-        self.id_column, self.rate_column = id_column, rate_column
+        self.id_column, self.rate_column, self.prior_weight = id_column, rate_column, prior_weight
         self.dataset = dataset
         self.ids = ids
         self.fingerprints = [prompt_fingerprint(p) for p in dataset["prompt"]]
@@ -104,12 +104,12 @@ class DatasetPrompts:
         _check_fingerprints(store, self.ids, self.fingerprints, source)
         store.set_fingerprints(self.ids, self.fingerprints)
 
-    def apply_prior(self, store: PromptStatistics, weight: float) -> None:
+    def apply_prior(self, store: PromptStatistics) -> None:
         """The success-rate column as a prior of the prompts the store has no evidence for (a store passed in
         already holds what it knows, and a refreshed column repeats it)."""
-        if self.prior_rates is not None and weight > 0:
+        if self.prior_rates is not None and self.prior_weight > 0:
             unknown = store.batch(self.ids).evidence == 0
-            store.set_prior(self.ids[unknown], self.prior_rates[unknown], weight)
+            store.set_prior(self.ids[unknown], self.prior_rates[unknown], self.prior_weight)
 
     def observe(self, store: PromptStatistics, ids: np.ndarray, rows: list[dict[str, Any]]) -> None:
         """Nothing to learn from a batch: every prompt was attached at construction."""
@@ -163,7 +163,7 @@ class StreamPrompts:
     def attach(self, store: PromptStatistics, source: str) -> None:
         """Nothing to check up front: each prompt is checked against the store when the stream yields it."""
 
-    def apply_prior(self, store: PromptStatistics, weight: float) -> None:
+    def apply_prior(self, store: PromptStatistics) -> None:
         """Nothing up front: each prompt's success-rate key is read when the stream first yields it."""
 
     def observe(self, store: PromptStatistics, ids: np.ndarray, rows: list[dict[str, Any]]) -> None:
@@ -192,4 +192,4 @@ def training_prompts(dataset: Any, id_column: str, rate_column: str, prior_weigh
     """:class:`DatasetPrompts` or :class:`StreamPrompts` for ``dataset``."""
     if isinstance(dataset, IterableDataset):
         return StreamPrompts(dataset, id_column, rate_column, prior_weight)
-    return DatasetPrompts(dataset, id_column, rate_column)
+    return DatasetPrompts(dataset, id_column, rate_column, prior_weight)

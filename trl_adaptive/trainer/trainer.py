@@ -117,7 +117,7 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
         )
         self.prompt_statistics = initial_statistics(statistics, args)
         self.training_prompts.attach(self.prompt_statistics, "statistics passed to AdaptiveGRPOTrainer")
-        self.training_prompts.apply_prior(self.prompt_statistics, args.success_rate_prior_weight)
+        self.training_prompts.apply_prior(self.prompt_statistics)
         self._rewards_per_func: torch.Tensor | None = None
         self._train_sampler: EpochSeededRepeatSampler | None = None
         self._epochs_closed = 0  # trainer epochs whose statistics have been closed (end_epoch) in this run
