@@ -241,7 +241,7 @@ def test_warm_start_from_the_statistics_dataset(trained, tiny_model_dir, tmp_pat
     )
 
     other_prompts = make_dataset(8).map(lambda row: {"prompt": row["prompt"] + " (reworded)"})
-    with pytest.raises(ValueError, match="prompt text differs"):
+    with pytest.raises(ValueError, match=r"prompt \(text or images\) differs"):
         statistics = load_statistics(tmp_path / "stats.parquet")
         _trainer(
             tiny_model_dir, tmp_path / "other", other_prompts, trainer_kwargs={"statistics": statistics}, max_steps=1

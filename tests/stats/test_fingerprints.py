@@ -2,6 +2,7 @@
 types, and the store's mismatch check that keeps statistics from being read for another prompt."""
 
 import hashlib
+import io
 import json
 import os
 import subprocess
@@ -9,8 +10,10 @@ import sys
 
 import numpy as np
 import pytest
+from PIL import Image
 
 from trl_adaptive.stats import PromptStatistics, prompt_fingerprint
+from trl_adaptive.stats.fingerprints import image_digest
 
 
 def test_prompt_fingerprint_known_values():
@@ -53,6 +56,41 @@ def test_prompt_fingerprint_is_stable_across_processes():
 def test_prompt_fingerprint_rejects_other_types(prompt):
     with pytest.raises(TypeError, match="prompt"):
         prompt_fingerprint(prompt)
+
+
+def test_images_count_by_their_content():
+    """The same question about two pictures is two prompts; the same picture, however it is held, is one."""
+    red, blue = (Image.new("RGB", (8, 8), colour) for colour in ((255, 0, 0), (0, 0, 255)))
+    buffer = io.BytesIO()
+    red.save(buffer, format="PNG")
+    decoded = Image.open(io.BytesIO(buffer.getvalue()))  # a PNG round trip keeps the pixels
+    question = [{"role": "user", "content": "What is in this picture?"}]
+    assert prompt_fingerprint(question, images=[red]) == prompt_fingerprint(question, images=[decoded])
+    assert prompt_fingerprint(question, images=[red]) != prompt_fingerprint(question, images=[blue])
+    assert prompt_fingerprint(question, images=[red, blue]) != prompt_fingerprint(question, images=[blue, red])
+    assert prompt_fingerprint(question, images=[]) == prompt_fingerprint(question, images=None)
+    assert prompt_fingerprint(question, images=[red]) != prompt_fingerprint(question)
+
+    # Inside the messages (TRL's image parts), as decoded images, encoded bytes or arrays.
+    def inline(image):
+        return [{"role": "user", "content": [{"type": "image", "image": image}, {"type": "text", "text": "What?"}]}]
+
+    assert prompt_fingerprint(inline(red)) == prompt_fingerprint(inline(decoded))
+    assert prompt_fingerprint(inline(red)) != prompt_fingerprint(inline(blue))
+    assert prompt_fingerprint(inline(buffer.getvalue())) != prompt_fingerprint(inline(b"other bytes"))
+    assert prompt_fingerprint(inline(np.zeros((2, 2)))) != prompt_fingerprint(inline(np.ones((2, 2))))
+    # The kinds of holder do not collide: an array is not its bytes, a path is not its text's bytes.
+    pixels = np.asarray(red)
+    assert image_digest(pixels) == image_digest(pixels.copy()) != image_digest(pixels.tobytes())
+    assert image_digest("a.png") != image_digest(b"a.png")
+    assert image_digest({"bytes": buffer.getvalue(), "path": None}) == image_digest(buffer.getvalue())
+    assert image_digest({"bytes": None, "path": "a.png"}) == image_digest("a.png")
+    palettes = [Image.new("P", (4, 4), 0) for _ in range(2)]  # the same indices, meaning red or blue
+    palettes[0].putpalette([255, 0, 0] * 256)
+    palettes[1].putpalette([0, 0, 255] * 256)
+    assert image_digest(palettes[0]) != image_digest(palettes[1])
+    with pytest.raises(TypeError, match="cannot digest an image of type object"):
+        image_digest(object())
 
 
 def test_fingerprint_mismatches():

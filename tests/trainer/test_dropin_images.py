@@ -16,9 +16,11 @@ from __future__ import annotations
 import re
 from collections import Counter, defaultdict
 
+import numpy as np
 import pytest
 import torch
-from datasets import Dataset
+from datasets import Dataset, Features, List, Value
+from datasets import Image as ImageFeature
 from helpers.tiny_vlm import build_tiny_vlm
 from helpers.trainer import param_snapshot, solved_at_try, tiny_config_kwargs
 from PIL import Image
@@ -26,7 +28,9 @@ from transformers import AutoProcessor
 from trl import GRPOConfig, GRPOTrainer
 
 from trl_adaptive import AdaptiveGRPOConfig, AdaptiveGRPOTrainer
+from trl_adaptive.stats import stable_prompt_ids
 from trl_adaptive.trainer.allocation_log import ALLOCATION_LOG_FILE, read_allocation_log
+from trl_adaptive.trainer.prompts import derived_prompt_id
 
 NUM_PROMPTS = 8
 RATES = [1.0, 0.0, 0.5, 1 / 3] * 2  # by picture: always, never, every 2nd and every 3rd completion solved
@@ -202,3 +206,78 @@ def test_knapsack_on_images(tiny_vlm_dir, tmp_path, dynamic_sampling, column):
     unsolved = [i for i in range(NUM_PROMPTS) if RATES[i] == 0.0 and stats.attempts[i] > 0]
     assert solved and all(stats.successes[i] == stats.attempts[i] for i in solved)
     assert unsolved and all(stats.successes[i] == 0 for i in unsolved)
+
+
+def same_question_dataset(form: str):
+    """The eight pictures, each asked the same question (one text): as an ``image`` column of a stream without an id
+    column, or inside the messages of a map-style dataset (TRL's inline image parts)."""
+    question = "What is in this picture?"
+    images = [pictures(i)[0] for i in range(NUM_PROMPTS)]
+    if form == "stream":
+        rows = {"prompt": [[{"role": "user", "content": question}]] * NUM_PROMPTS, "image": images}
+        return Dataset.from_dict(rows | {"success_rate": RATES}).to_iterable_dataset()
+    part = {"type": Value("string"), "image": ImageFeature(), "text": Value("string")}
+    message = {"role": Value("string"), "content": List(part)}
+    features = Features({"prompt": List(message), "success_rate": Value("float64")})
+    rows = [
+        {
+            "prompt": [
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "image", "image": image, "text": None},
+                        {"type": "text", "image": None, "text": question},
+                    ],
+                }
+            ],
+            "success_rate": rate,
+        }
+        for image, rate in zip(images, RATES, strict=True)
+    ]
+    return Dataset.from_list(rows, features=features)
+
+
+def picture_of(prompt) -> int:
+    """Which picture a prompt's messages show (its red channel), whichever form the image came in."""
+    image = next(part["image"] for part in prompt[-1]["content"] if part["type"] == "image")
+    return (image.getpixel((0, 0))[0] - 8) // 16
+
+
+@pytest.mark.parametrize("form", ["stream", "inline"])
+def test_one_question_about_eight_pictures_is_eight_prompts(tiny_vlm_dir, tmp_path, form):
+    """Prompt identity counts the images: without an id column a stream derives each prompt's id from its text AND
+    its image, and a map-style dataset fingerprints the images inside its messages. Each picture keeps its own
+    statistics and the allocation follows them."""
+    seen: Counter = Counter()
+
+    def picture_reward(prompts, completions, **columns):
+        rewards = []
+        for prompt in prompts:
+            index = picture_of(prompt)
+            rewards.append(solved_at_try(RATES[index], seen[index]))
+            seen[index] += 1
+        return rewards
+
+    args = AdaptiveGRPOConfig(
+        **tiny_config_kwargs(str(tmp_path), per_device_train_batch_size=16, max_steps=4), max_rollouts=8
+    )
+    dataset = same_question_dataset(form)
+    trainer = AdaptiveGRPOTrainer(
+        model=str(tiny_vlm_dir), reward_funcs=picture_reward, args=args, train_dataset=dataset
+    )
+    trainer.train()
+
+    store = trainer.prompt_statistics
+    assert len(set(store.state_dict()["fingerprints"])) == len(store.prompt_ids) == NUM_PROMPTS
+    if form == "stream":  # picture i's id: derived from its row, text and image
+        ids = stable_prompt_ids([derived_prompt_id(row) for row in dataset])
+    else:  # row numbers
+        ids = np.arange(NUM_PROMPTS)
+    assert sorted(ids.tolist()) == sorted(store.prompt_ids.tolist())
+    records = read_allocation_log(str(tmp_path / ALLOCATION_LOG_FILE))
+    assert len(records) == 4 and any(len(set(r["counts"])) > 1 for r in records)  # allocated per picture
+    stats = store.batch(ids)
+    assert stats.attempts.sum() == sum(seen.values()) == 64
+    for index in range(NUM_PROMPTS):  # each picture's statistics hold its own rewards only
+        if RATES[index] in (0.0, 1.0):
+            assert stats.successes[index] == RATES[index] * stats.attempts[index], index

@@ -56,7 +56,7 @@ def test_streaming_dataset_is_allocated_per_prompt(tiny_model_dir, tmp_path):
     assert len(records) == 4 and all(sum(r["counts"]) == 16 for r in records)
     assert all(len(set(r["counts"])) > 1 for r in records)  # the prior key makes step 1 adaptive already
     # No id column: each prompt's id derives from its text, the same in every pass.
-    ids = stable_prompt_ids([derived_prompt_id(p) for p in PROMPTS])
+    ids = stable_prompt_ids([derived_prompt_id({"prompt": p}) for p in PROMPTS])
     assert {i for r in records for i in r["prompt_ids"]} <= set(ids.tolist())
     stats = trainer.prompt_statistics.batch(ids)
     solved = np.array([RATES[p] == 1.0 for p in PROMPTS])

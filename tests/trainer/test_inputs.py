@@ -121,7 +121,7 @@ def test_warm_start_from_other_prompts_is_refused(tiny_model_dir, tmp_path):
     first = build_trainer(tiny_model_dir, tmp_path / "a", max_steps=4)
     first.train()
     other = Dataset.from_dict({"prompt": [f"Another question {i}" for i in range(8)]})
-    with pytest.raises(ValueError, match="prompt text differs"):
+    with pytest.raises(ValueError, match=r"prompt \(text or images\) differs"):
         build_trainer(tiny_model_dir, tmp_path / "b", other, trainer_kwargs={"statistics": first.prompt_statistics})
 
 

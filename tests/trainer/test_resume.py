@@ -218,7 +218,7 @@ def test_resume_with_other_prompts_under_the_same_ids_is_refused(tiny_model_dir,
     _trainer(tiny_model_dir, tmp_path, max_steps=2).train()
     other = make_dataset(8).select(range(4, 8))  # different texts under ids 0..3
     trainer = build_trainer(tiny_model_dir, tmp_path, other, allocator="knapsack", max_rollouts=6, max_steps=3)
-    with pytest.raises(ValueError, match="prompt text differs"):
+    with pytest.raises(ValueError, match=r"prompt \(text or images\) differs"):
         trainer.train(resume_from_checkpoint=str(tmp_path / "checkpoint-2"))
 
 

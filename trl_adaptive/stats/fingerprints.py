@@ -1,9 +1,9 @@
-"""Stable keys for prompts: integer store ids from a dataset's id column, and fingerprints of prompt texts.
+"""Stable keys for prompts: integer store ids from a dataset's id column, and fingerprints of prompts.
 
 Statistics are keyed by integer prompt ids. Resuming, or warm-starting, with a different dataset that reuses the same
 ids would silently apply old statistics to new prompts, so each row of the store may carry a fingerprint of its
-prompt's text, and statistics whose stored fingerprint differs are refused. Both are the same in every process,
-machine and Python version (SHA-256, no ``hash()``). NumPy only.
+prompt (its text, and its images' content), and statistics whose stored fingerprint differs are refused. Both are the
+same in every process, machine and Python version (SHA-256, no ``hash()``). NumPy only.
 """
 
 from __future__ import annotations
@@ -53,18 +53,22 @@ def stable_prompt_ids(values: Sequence[Any], column: str = "prompt_id") -> np.nd
     )
 
 
-def prompt_fingerprint(prompt: str | Sequence[Mapping[str, Any]]) -> str:
-    """A 16-hex-character fingerprint of a prompt's text: the start of SHA-256 over its canonical JSON.
+def prompt_fingerprint(prompt: str | Sequence[Mapping[str, Any]], images: Sequence[Any] | None = None) -> str:
+    """A 16-hex-character fingerprint of a prompt: the start of SHA-256 over its canonical JSON.
 
     The canonical JSON is ``json.dumps(prompt, sort_keys=True, ensure_ascii=False, separators=(",", ":"))`` encoded
     as UTF-8, so the fingerprint is the same in every process, machine and Python version (no ``hash()``), and does
     not depend on the key order of the message dicts. Everything else counts: whitespace, Unicode normalisation, the
     system message, extra keys of a message (also ones set to ``None``), and a plain string differs from the same
-    text wrapped in a message list.
+    text wrapped in a message list. An image inside a message (``{"type": "image", "image": ...}``) counts by its
+    content: a PIL image by its mode, size and pixels, an array by its dtype, shape and bytes, encoded ``bytes`` as
+    they are (see :func:`image_digest`).
 
     Args:
         prompt: a plain-text prompt, or a conversational prompt: a list of ``{"role": ..., "content": ...}`` dicts
             (TRL's two prompt formats).
+        images: the row's images outside the prompt (TRL's ``image`` / ``images`` columns), counted in order; ``None``
+            or empty for a text prompt, whose fingerprint is then that of its text alone.
 
     Returns:
         16 lowercase hex characters (64 bits: a collision among 10**6 prompts has probability about 3e-8).
@@ -75,6 +79,8 @@ def prompt_fingerprint(prompt: str | Sequence[Mapping[str, Any]]) -> str:
         >>> a = [{"role": "user", "content": "What is 2 + 2?"}]
         >>> prompt_fingerprint(a) == prompt_fingerprint([{"content": "What is 2 + 2?", "role": "user"}])
         True
+        >>> prompt_fingerprint(a, images=[b"one picture"]) == prompt_fingerprint(a, images=[b"another"])
+        False
     """
     if isinstance(prompt, str):
         canonical: Any = str(prompt)
@@ -85,11 +91,54 @@ def prompt_fingerprint(prompt: str | Sequence[Mapping[str, Any]]) -> str:
             f"prompt must be a string or a list of {{'role': ..., 'content': ...}} dicts (TRL's prompt formats), got "
             f"{type(prompt).__name__}."
         )
+    if images:  # a new top level, so a text prompt's fingerprint stays what it was
+        canonical = {"prompt": canonical, "images": [image_digest(image) for image in images]}
     try:
-        text = json.dumps(canonical, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+        text = json.dumps(canonical, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=_image_json)
     except (TypeError, ValueError) as error:
         raise TypeError(f"prompt cannot be written as JSON, so it has no fingerprint: {error}") from None
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def image_digest(image: Any) -> str:
+    """SHA-256 hex digest of an image's content, for fingerprints: the same picture gives the same digest in every
+    process.
+
+    A PIL image counts by mode, size and pixels (and palette); a NumPy array (or anything ``np.asarray`` takes whole)
+    by dtype, shape and bytes; ``bytes`` (an encoded file) as they are; a ``datasets`` undecoded image (``{"bytes",
+    "path"}``) by its bytes, else its path; a string (a path or URL) as its text.
+
+    Example:
+        >>> image_digest(b"abc") == image_digest(bytearray(b"abc"))
+        True
+        >>> image_digest(np.zeros((2, 2), np.uint8)) == image_digest(np.zeros((2, 3), np.uint8))
+        False
+    """
+    digest = hashlib.sha256()
+    if isinstance(image, (bytes, bytearray, memoryview)):
+        digest.update(b"bytes:" + bytes(image))
+    elif isinstance(image, str):
+        digest.update(b"path:" + image.encode("utf-8", "surrogatepass"))
+    elif isinstance(image, Mapping) and ("bytes" in image or "path" in image):
+        return image_digest(image["bytes"] if image.get("bytes") is not None else str(image.get("path")))
+    elif all(hasattr(image, name) for name in ("mode", "size", "tobytes")):  # PIL, without importing it
+        palette = bytes(image.getpalette() or []) if image.mode in ("P", "PA") else b""  # what the indices mean
+        digest.update(f"pil:{image.mode}:{tuple(image.size)}:".encode() + palette + image.tobytes())
+    else:
+        array = np.asarray(image)
+        if array.dtype == object:
+            raise TypeError(f"cannot digest an image of type {type(image).__name__}: give a PIL image, array or bytes")
+        digest.update(f"array:{array.dtype.str}:{array.shape}:".encode() + np.ascontiguousarray(array).tobytes())
+    return digest.hexdigest()
+
+
+def _image_json(value: Any) -> dict[str, str]:
+    """``json.dumps``' hook for what JSON cannot write: the images (and encoded bytes) inside a prompt's messages."""
+    if isinstance(value, (bytes, bytearray, memoryview, np.ndarray)) or all(
+        hasattr(value, name) for name in ("mode", "size", "tobytes")
+    ):
+        return {"image-sha256": image_digest(value)}
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
 
 def as_fingerprints(fingerprints: Sequence[str], length: int) -> list[str]:

@@ -7,9 +7,9 @@ Two kinds of training data, one interface:
   numbers; further prompts can be drawn by id (dynamic sampling, CERO's pacing); the success-rate column is read as
   a prior at construction and rewritten from the store after every epoch.
 - :class:`StreamPrompts`, a streaming ``datasets.IterableDataset``: prompts are known as the stream yields them.
-  Ids come from the id column or, without one, from the prompt's text (:func:`derived_prompt_id`: the same prompt
-  is the same prompt in every pass and every process). A prompt's fingerprint and its success-rate prior are
-  recorded when it is first seen. A stream cannot be drawn from by id, and there is no column to rewrite: the
+  Ids come from the id column or, without one, from the prompt (:func:`derived_prompt_id`: its text and images;
+  the same prompt is the same prompt in every pass and every process). A prompt's fingerprint and its success-rate
+  prior are recorded when it is first seen. A stream cannot be drawn from by id, and there is no column to rewrite: the
   success rates live in the store (``trainer.prompt_statistics``, saved with every checkpoint).
 """
 
@@ -26,9 +26,33 @@ from ..stats import PromptStatistics, prompt_fingerprint, stable_prompt_ids
 DERIVED_ID_PREFIX = "prompt-sha256:"
 
 
-def derived_prompt_id(prompt: Any) -> str:
-    """A prompt's id derived from its text (its fingerprint), for a stream without an id column."""
-    return DERIVED_ID_PREFIX + prompt_fingerprint(prompt)
+IMAGE_COLUMNS = ("image", "images")  # TRL's two image columns: one image, or a list of them
+
+
+def row_fingerprint(row: dict[str, Any]) -> str:
+    """The fingerprint of a dataset row's prompt: its text, the images inside its messages and those of its ``image``
+    or ``images`` column (as TRL reads them: ``images`` first), so that "What is in this picture?" asked of two
+    pictures is two prompts."""
+    images = row.get("images")
+    if images is None and row.get("image") is not None:
+        images = [row["image"]]
+    return prompt_fingerprint(row["prompt"], images=images)
+
+
+def derived_prompt_id(row: dict[str, Any]) -> str:
+    """A prompt's id derived from its row (its fingerprint), for a stream without an id column."""
+    return DERIVED_ID_PREFIX + row_fingerprint(row)
+
+
+def dataset_fingerprints(dataset: Dataset, batch_size: int = 256) -> list[str]:
+    """Every row's :func:`row_fingerprint`, reading the prompt and image columns a batch of rows at a time (a
+    vision dataset's images are decoded once here, never all at once)."""
+    columns = ["prompt", *(c for c in IMAGE_COLUMNS if c in dataset.column_names)]
+    fingerprints = []
+    for batch in dataset.select_columns(columns).iter(batch_size=batch_size):
+        rows = (dict(zip(columns, values, strict=True)) for values in zip(*(batch[c] for c in columns), strict=True))
+        fingerprints.extend(row_fingerprint(row) for row in rows)
+    return fingerprints
 
 
 def read_prior_rates(values: Sequence[Any], column: str) -> np.ndarray:
@@ -55,8 +79,8 @@ def _check_fingerprints(store: PromptStatistics, ids: np.ndarray, fingerprints: 
     mismatched = store.fingerprint_mismatches(ids, fingerprints)
     if len(mismatched):
         raise ValueError(
-            f"{source} holds statistics for {len(mismatched)} prompt id(s) whose prompt text differs in this "
-            f"train_dataset (e.g. ids {np.asarray(mismatched)[:5].tolist()}): they were measured on other "
+            f"{source} holds statistics for {len(mismatched)} prompt id(s) whose prompt (text or images) differs in "
+            f"this train_dataset (e.g. ids {np.asarray(mismatched)[:5].tolist()}): they were measured on other "
             "prompts. Use the dataset the statistics came from, give the new prompts new ids (prompt_id_column), "
             "or start with fresh statistics (a new output_dir, no resume_from_checkpoint)."
         )
@@ -85,7 +109,7 @@ class DatasetPrompts:
         self.id_column, self.rate_column, self.prior_weight = id_column, rate_column, prior_weight
         self.dataset = dataset
         self.ids = ids
-        self.fingerprints = [prompt_fingerprint(p) for p in dataset["prompt"]]
+        self.fingerprints = dataset_fingerprints(dataset)
         self.prior_rates = (
             read_prior_rates(dataset[rate_column], rate_column) if rate_column in dataset.column_names else None
         )
@@ -151,7 +175,7 @@ class StreamPrompts:
 
         def with_prompt_id(row: dict[str, Any]) -> dict[str, Any]:
             if row.get(id_column) is None:
-                return {id_column: derived_prompt_id(row["prompt"])}
+                return {id_column: derived_prompt_id(row)}
             return {}
 
         self.dataset = dataset if columns is not None and id_column in columns else dataset.map(with_prompt_id)
@@ -168,7 +192,7 @@ class StreamPrompts:
 
     def observe(self, store: PromptStatistics, ids: np.ndarray, rows: list[dict[str, Any]]) -> None:
         """Check and record the fingerprints of a batch's prompts; prior the new ones from their success-rate key."""
-        fingerprints = [prompt_fingerprint(row["prompt"]) for row in rows]
+        fingerprints = [row_fingerprint(row) for row in rows]
         _check_fingerprints(store, ids, fingerprints, "the statistics store")
         store.set_fingerprints(ids, fingerprints)
         if self.prior_weight > 0 and any(self.rate_column in row for row in rows):
