@@ -19,28 +19,19 @@ CORPUS = [
 ]
 
 
-def build_tiny_model(output_dir: str | Path, seed: int = 0, tool_calling: bool = False) -> Path:
-    """Write a 2-layer Qwen2 (about 30k parameters) and its tokenizer to ``output_dir``; return the path.
-
-    ``tool_calling=True``: the tokenizer also has the tool-call tokens and TRL's Qwen3 chat template, so
-    ``GRPOTrainer(tools=...)`` can render tools and parse tool calls offline.
-    """
-    import torch
+def byte_level_tokenizer(corpus: list[str], special_tokens: list[str], vocab_size: int):
+    """A byte-level BPE trained on ``corpus`` (every byte encodable), left padding, ``<|im_end|>`` as end of turn."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import GenerationConfig, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+    from transformers import PreTrainedTokenizerFast
 
-    output_dir = Path(output_dir)
-    output_dir.mkdir(parents=True, exist_ok=True)
     bpe = Tokenizer(models.BPE())
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     bpe.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=376,
-        special_tokens=SPECIAL_TOKENS + (TOOL_TOKENS if tool_calling else []),
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        vocab_size=vocab_size, special_tokens=special_tokens, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
     )
-    bpe.train_from_iterator(CORPUS, trainer=trainer)
-    tokenizer = PreTrainedTokenizerFast(
+    bpe.train_from_iterator(corpus, trainer=trainer)
+    return PreTrainedTokenizerFast(
         tokenizer_object=bpe,
         bos_token=None,
         eos_token="<|im_end|>",
@@ -48,6 +39,20 @@ def build_tiny_model(output_dir: str | Path, seed: int = 0, tool_calling: bool =
         unk_token=None,
         padding_side="left",
     )
+
+
+def build_tiny_model(output_dir: str | Path, seed: int = 0, tool_calling: bool = False) -> Path:
+    """Write a 2-layer Qwen2 (about 30k parameters) and its tokenizer to ``output_dir``; return the path.
+
+    ``tool_calling=True``: the tokenizer also has the tool-call tokens and TRL's Qwen3 chat template, so
+    ``GRPOTrainer(tools=...)`` can render tools and parse tool calls offline.
+    """
+    import torch
+    from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
+
+    output_dir = Path(output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    tokenizer = byte_level_tokenizer(CORPUS, SPECIAL_TOKENS + (TOOL_TOKENS if tool_calling else []), vocab_size=376)
     tokenizer.chat_template = CHAT_TEMPLATE
     if tool_calling:
         import trl

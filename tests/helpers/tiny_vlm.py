@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .tiny_model import byte_level_tokenizer
+
 # An image part renders as <image>; the processor expands it into one token per image feature.
 CHAT_TEMPLATE = (
     "{% for message in messages %}<|im_start|>{{ message['role'] }}\n"
@@ -36,33 +38,17 @@ def build_tiny_vlm(output_dir: str | Path, seed: int = 0) -> Path:
     """Write a LLaVA (Qwen2 text model: 1 layer, hidden 32; CLIP vision tower: 1 layer, hidden 32) and its processor
     to ``output_dir``; return the path."""
     import torch
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import (
         GenerationConfig,
         LlavaConfig,
         LlavaForConditionalGeneration,
         LlavaImageProcessorPil,
         LlavaProcessor,
-        PreTrainedTokenizerFast,
     )
 
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
-    bpe = Tokenizer(models.BPE())
-    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    bpe.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=384, special_tokens=SPECIAL_TOKENS, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
-    )
-    bpe.train_from_iterator(CORPUS, trainer=trainer)
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=bpe,
-        bos_token=None,
-        eos_token="<|im_end|>",
-        pad_token="<|pad|>",
-        unk_token=None,
-        padding_side="left",
-    )
+    tokenizer = byte_level_tokenizer(CORPUS, SPECIAL_TOKENS, vocab_size=384)
     image_processor = LlavaImageProcessorPil(
         size={"shortest_edge": IMAGE_SIZE}, crop_size={"height": IMAGE_SIZE, "width": IMAGE_SIZE}
     )
