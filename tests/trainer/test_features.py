@@ -281,6 +281,46 @@ def test_none_and_nan_rewards(tiny_model_dir, tmp_path):
     assert np.all(stats.successes <= stats.attempts)
 
 
+def test_reward_model_scores_each_completion_with_its_own_prompt(tiny_model_dir, tmp_path):
+    """A reward model (``reward_funcs="path/to/model"``, a sequence classifier, as in TRL) scores prompt + completion:
+    each recorded reward is the model's score of its own row's prompt and completion, scored alone."""
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    reward_dir = tmp_path / "reward-model"
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    torch.manual_seed(1)
+    scorer = AutoModelForSequenceClassification.from_pretrained(tiny_model_dir, num_labels=1)
+    scorer.config.pad_token_id = tokenizer.pad_token_id
+    scorer.save_pretrained(reward_dir)
+    tokenizer.save_pretrained(reward_dir)
+    texts = {i: row["prompt"] for i, row in enumerate(make_dataset(8))}
+
+    trainer, recorder, before = _train(tiny_model_dir, tmp_path / "run", reward_funcs=str(reward_dir))
+    _assert_trained(trainer, before)
+    _assert_rows_follow_allocation(recorder)
+    _assert_advantages_are_per_group(trainer, recorder)
+    scorer = trainer.reward_funcs[0]
+    for rows, completions, rewards in zip(recorder.rows, recorder.completions, recorder.rewards, strict=True):
+        with torch.inference_mode():
+            alone = [
+                scorer(**tokenizer(texts[i] + c, return_tensors="pt", add_special_tokens=False)).logits[0, 0].item()
+                for i, c in zip(rows, completions, strict=True)
+            ]
+        torch.testing.assert_close(rewards[:, 0], torch.tensor(alone), rtol=1e-4, atol=1e-4)
+        assert rewards[:, 0].unique().numel() > 1  # distinct rows, distinct scores: a misaligned pair would show
+
+
+@pytest.mark.parametrize(
+    "option", [{"mask_truncated_completions": True}, {"top_entropy_quantile": 0.5}], ids=lambda o: next(iter(o))
+)
+def test_token_level_options(tiny_model_dir, tmp_path, option):
+    """Options that act on each completion's tokens after the advantages keep the rows and advantages as allocated."""
+    trainer, recorder, _ = _train(tiny_model_dir, tmp_path, **option)
+    assert all(math.isfinite(x) for x in _losses(trainer)) and len(_losses(trainer)) == 2
+    _assert_rows_follow_allocation(recorder)
+    _assert_advantages_are_per_group(trainer, recorder)
+
+
 def test_reference_model_with_beta(tiny_model_dir, tmp_path):
     trainer, recorder, before = _train(tiny_model_dir, tmp_path, beta=0.1)
     assert trainer.ref_model is not None
