@@ -22,6 +22,7 @@ from helpers.trainer import build_trainer
 from trl_adaptive.allocation import STATUSES
 from trl_adaptive.cli import main as cli_main
 from trl_adaptive.report import (
+    RunData,
     counts_by_status,
     load_run,
     ratio_from_allocations,
@@ -31,6 +32,7 @@ from trl_adaptive.report import (
     write_report,
 )
 from trl_adaptive.run_files import ALLOCATION_LOG_FILE, CHECKPOINT_PREFIX, TRAINER_STATE_FILE, read_allocation_log
+from trl_adaptive.stats import PromptStatistics, prompt_fingerprint
 
 FIGURES = {
     "allocation_histogram.png",
@@ -94,6 +96,23 @@ def test_cli_reports_a_json_run_folder_without_torch(tmp_path):
     assert s["steps"] == 4 and s["epochs"] == 2 and s["ratio_source"] == "trainer_state.json"
     assert s["converted_from_p0"] == s["p0_in_first_epoch"] == 1  # prompt 0: p = 0 in epoch 1, 0.75 in epoch 2
     assert "No prompt_statistics.json" in " ".join(s["missing"])
+
+
+def test_a_line_cut_short_by_a_crash_loses_no_later_record(tmp_path):
+    """A crash mid-line leaves no line end; the resumed run's next record starts a line of its own."""
+    from trl_adaptive.trainer.allocation_log import append_allocation_record
+
+    def record(step):
+        return {"step": step, "epoch": 0, "prompt_ids": [0], "counts": [4], "successes": [1], "attempts": [4]}
+
+    for step in range(3):
+        append_allocation_record(str(tmp_path), record(step))
+    path = tmp_path / ALLOCATION_LOG_FILE
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps(record(3))[:20])  # the crash
+    for step in (3, 4):  # resumed from the step-3 checkpoint
+        append_allocation_record(str(tmp_path), record(step))
+    assert [r["step"] for r in read_allocation_log(str(path))] == [0, 1, 2, 3, 4]
 
 
 def test_checkpoint_prefix_is_transformers():
@@ -267,3 +286,14 @@ def test_report_from_two_process_run(tiny_model_dir, tmp_path):
     report = write_report([run], tmp_path / "report")
     assert {"allocation_histogram.png", "gradient_ratios.png", "prompt_status.png"} <= set(report["figures"])
     assert any("No trainer_state.json" in note for note in run.notes)  # save_strategy="no" and no save_state()
+
+
+def test_never_solved_counts_only_attempted_prompts():
+    """The trainer fingerprints every prompt up front; one never tried (even with a prior) is not "never solved"."""
+    stats = PromptStatistics()
+    stats.set_fingerprints(list(range(10)), [prompt_fingerprint(str(i)) for i in range(10)])
+    stats.set_prior([5, 6], [0.9, 0.9], weight=8)
+    stats.update([0, 0, 1, 1, 2], [1.0, 1.0, 1.0, 0.0, 0.0])  # prompts 0 and 1 solved, 2 not
+    run = RunData(label="r", path=Path("."), statistics=stats.state_dict(), statistics_source="prompt_statistics.json")
+    out = summarize(run)
+    assert (out["never_solved"], out["prompts_attempted"], out["prompts_in_statistics"]) == (1, 3, 10)

@@ -18,6 +18,8 @@ def write_json_atomic(path: str | os.PathLike[str], obj: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        if hasattr(os, "fchmod"):  # mkstemp makes 0600; the file gets what open() would give it (0666 less umask)
+            os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump(obj, f, allow_nan=False, separators=(",", ":"))
             f.flush()
@@ -28,6 +30,12 @@ def write_json_atomic(path: str | os.PathLike[str], obj: Any) -> None:
             os.unlink(tmp)
         raise
     _fsync_dir(path.parent)  # the rename itself is durable only once the folder is synced
+
+
+def _umask() -> int:
+    mask = os.umask(0)  # the only way to read it is to set it; set it straight back
+    os.umask(mask)
+    return mask
 
 
 def _fsync_dir(folder: Path) -> None:

@@ -299,8 +299,10 @@ def summarize(run: RunData) -> dict[str, Any]:
     if run.statistics:
         columns = run.statistics.get("columns", {})
         total = np.asarray(columns.get("total_successes", []))
+        attempted = np.asarray(columns.get("total_attempts", np.ones_like(total))) > 0
         out["statistics_source"] = run.statistics_source
-        out["never_solved"] = int((total == 0).sum())
+        out["never_solved"] = int(((total == 0) & attempted).sum())  # a prompt never tried is not "never solved"
+        out["prompts_attempted"] = int(attempted.sum())
         out["prompts_in_statistics"] = len(total)
     return out
 

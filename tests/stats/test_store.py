@@ -132,6 +132,20 @@ def test_save_overwrites_atomically_and_cleans_up_on_failure(tmp_path, monkeypat
     assert os.listdir(tmp_path) == ["s.json"]  # and no temporary file remains
 
 
+def test_saved_files_get_the_usual_permissions(tmp_path):
+    """A temporary file is made 0600; the saved file gets what a plain open() would give it (0666 less the umask)."""
+    mask = os.umask(0o022)
+    try:
+        path = tmp_path / "s.json"
+        PromptStatistics().save(path)
+        assert path.stat().st_mode & 0o777 == 0o644
+        path.chmod(0o600)
+        PromptStatistics().save(path)  # the umask decides, not the file it replaces
+        assert path.stat().st_mode & 0o777 == 0o644
+    finally:
+        os.umask(mask)
+
+
 def test_load_rejects_mismatched_config_and_version(tmp_path):
     path = tmp_path / "s.json"
     stats = PromptStatistics(decay=0.8)
@@ -265,3 +279,16 @@ def test_the_success_rule_is_the_sampling_rule():
     stats.update(np.zeros(len(rewards), dtype=np.int64), rewards)
     assert stats.batch([0]).successes[0] == is_success(rewards, 0.5).sum()
     assert stats.batch([0]).attempts[0] == len(rewards) - 1  # the NaN is no attempt
+
+
+def test_ids_outside_int64_are_refused_not_wrapped():
+    """uint64 ids above 2**63 - 1 would wrap to negative ids; a saved file with one, or a dataset column, too."""
+    from trl_adaptive.stats import stable_prompt_ids
+
+    with pytest.raises(ValueError, match="above 2\\*\\*63 - 1"):
+        PromptStatistics().update(np.array([2**63 + 7], dtype=np.uint64), [1.0])
+    with pytest.raises(ValueError, match="'prompt_id' holds ids outside int64"):
+        stable_prompt_ids([2**63])
+    state = PromptStatistics().state_dict() | {"prompt_ids": [2**64], "fingerprints": [""]}
+    with pytest.raises(ValueError, match="must fit in int64"):
+        PromptStatistics().load_state_dict(state)

@@ -21,7 +21,7 @@ def column_values(columns: Mapping[str, Any], name: str) -> np.ndarray:
     """The saved column ``name`` as a 1-D ``float64`` array; a ValueError naming it when it is not numbers."""
     try:
         return np.asarray(columns[name], dtype=np.float64).reshape(-1)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise ValueError(f"PromptStatistics state: column {name!r} must be a list of numbers.") from None
 
 

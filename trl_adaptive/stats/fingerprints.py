@@ -42,6 +42,12 @@ def stable_prompt_ids(values: Sequence[Any], column: str = "prompt_id") -> np.nd
             "integer or a string). Fill them in, or drop the column to let the trainer number the rows."
         )
     if all(isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) for v in values):
+        out_of_range = [v for v in values if not -(2**63) <= int(v) < 2**63]
+        if out_of_range:
+            raise ValueError(
+                f"train_dataset column {column!r} holds ids outside int64, e.g. {out_of_range[0]}: renumber them, or "
+                "store them as strings (string ids are hashed to int64)."
+            )
         return np.asarray(values, dtype=np.int64).reshape(len(values))
     if all(isinstance(v, str) for v in values):
         digests = (hashlib.sha256(v.encode("utf-8")).digest()[:8] for v in values)

@@ -168,6 +168,8 @@ def _check_saved_config(saved: Any, config: Mapping[str, Any], fields: Sequence[
 def _prompt_ids(raw: Any) -> np.ndarray:
     if not isinstance(raw, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in raw):
         raise ValueError("PromptStatistics state: prompt_ids must be a list of integers.")
+    if any(not -(2**63) <= i < 2**63 for i in raw):
+        raise ValueError("PromptStatistics state: prompt_ids must fit in int64.")
     ids = np.asarray(raw, dtype=np.int64).reshape(-1)
     if len(np.unique(ids)) != len(ids):
         raise ValueError("PromptStatistics state has duplicate prompt ids.")

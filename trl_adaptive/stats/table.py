@@ -31,6 +31,8 @@ def as_ids(prompt_ids: np.ndarray | Sequence[int], name: str = "prompt_ids") -> 
             f"{name} must hold integer prompt ids (dtype {ids.dtype} given). Key prompts by a stable integer id, "
             "e.g. the dataset row index, not by text or hash."
         )
+    if ids.dtype == np.uint64 and (ids > np.iinfo(np.int64).max).any():  # would wrap to negative ids
+        raise ValueError(f"{name} holds ids above 2**63 - 1; prompt ids are int64: number your prompts below that.")
     return ids.astype(np.int64, copy=False)
 
 

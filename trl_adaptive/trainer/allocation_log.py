@@ -30,11 +30,16 @@ def _jsonable(values: Any) -> list[Any]:
 
 
 def append_allocation_record(output_dir: str, record: dict[str, Any]) -> None:
-    """Append one record as a JSON line (flushed; a crash loses at most the line being written)."""
+    """Append one record as a JSON line (flushed; a crash loses at most the line being written, which the reader
+    skips)."""
     os.makedirs(output_dir, exist_ok=True)
     line = {k: _jsonable(v) if isinstance(v, (list, tuple)) or hasattr(v, "tolist") else v for k, v in record.items()}
-    with open(os.path.join(output_dir, ALLOCATION_LOG_FILE), "a", encoding="utf-8") as f:
-        f.write(json.dumps(line, allow_nan=False) + "\n")
+    path = os.path.join(output_dir, ALLOCATION_LOG_FILE)
+    with open(path, "a+b") as f:
+        f.seek(0, os.SEEK_END)
+        torn = f.tell() > 0 and (f.seek(-1, os.SEEK_END), f.read(1))[1] != b"\n"
+        # a line a crash cut short gets its own line end, so this record does not join (and vanish with) it
+        f.write((b"\n" if torn else b"") + (json.dumps(line, allow_nan=False) + "\n").encode("utf-8"))
 
 
 __all__ = ["ALLOCATION_LOG_FILE", "append_allocation_record", "read_allocation_log"]
