@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trl_adaptive.trainer.dispatch import expand_counts, rank_slice
+from trl_adaptive.stats import stable_prompt_ids
+from trl_adaptive.trainer.dispatch import dispatch_order, expand_counts, rank_slice
 
 
 @settings(max_examples=50, deadline=None)
@@ -36,6 +37,21 @@ def test_expand_counts_keeps_prompt_major_order_for_equal_counts(counts):
         np.testing.assert_array_equal(
             expand_counts(np.array(counts), seed=42, step=step), np.repeat(np.arange(len(counts)), counts)
         )
+
+
+@pytest.mark.parametrize(
+    "keys",
+    [np.arange(3), np.array([-1, -2, -3]), stable_prompt_ids(["uuid-0", "uuid-1", "uuid-2"])],
+    ids=["indices", "negative-ids", "hashed-string-ids"],
+)
+def test_dispatch_order_takes_any_int64_group_keys(keys):
+    """Rounds dispatch by prompt id, which may be negative or a 63-bit hash: only the group sizes matter."""
+    equal = np.repeat(keys, 4)
+    np.testing.assert_array_equal(dispatch_order(equal, seed=0, step=3), np.arange(12))  # TRL's layout kept
+    skewed = np.repeat(keys, [6, 3, 3])
+    order = dispatch_order(skewed, seed=0, step=3)
+    assert sorted(order.tolist()) == list(range(12)) and not np.array_equal(order, np.arange(12))
+    np.testing.assert_array_equal(order, dispatch_order(np.repeat(np.arange(3), [6, 3, 3]), seed=0, step=3))
 
 
 def test_rank_slice_splits_evenly():

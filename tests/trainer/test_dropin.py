@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+import numpy as np
 import pytest
 from datasets import Dataset
 from helpers.tiny_model import build_tiny_model
@@ -223,3 +224,39 @@ def test_string_prompt_ids_are_accepted_and_stable(tiny_model_dir, tmp_path):
             args=args,
             train_dataset=Dataset.from_dict({"prompt": PROMPTS, "prompt_id": [0.5, 1.5, 2.5, 3.5]}),
         )
+
+
+@pytest.mark.parametrize(
+    "ids, config",
+    [
+        ([f"uuid-{i}" for i in range(8)], {"dynamic_sampling": True}),
+        (list(range(-1, -9, -1)), {"allocator": "reinforce_ada_seq_balance", "allocator_kwargs": {"round_size": 4}}),
+    ],
+    ids=["string-ids-dynamic-sampling", "negative-ids-seq-balance"],
+)
+def test_rounds_take_any_prompt_ids(tiny_model_dir, tmp_path, ids, config):
+    """Procedures that sample in rounds dispatch each round by prompt id: hashed string ids (63-bit) and negative
+    integers work as the planned path's do."""
+    from trl_adaptive.stats import stable_prompt_ids
+
+    prompts = [f"{p} (copy {k})" for k in range(2) for p in PROMPTS]  # 8 prompts: dynamic sampling can draw more
+    dataset = Dataset.from_dict({"prompt": prompts, "prompt_id": ids})
+
+    def reward_by_prompt(prompts, **kwargs):  # every group all-equal: the rounds go on
+        return [float(p.startswith(("always", "half"))) for p in prompts]
+
+    args = AdaptiveGRPOConfig(
+        **tiny_config_kwargs(str(tmp_path), per_device_train_batch_size=16, max_steps=1), max_rollouts=8, **config
+    )
+    trainer = AdaptiveGRPOTrainer(
+        model=str(tiny_model_dir), reward_funcs=reward_by_prompt, args=args, train_dataset=dataset
+    )
+    trainer.train()
+    assert trainer.state.global_step == 1
+    assert any(log.get("rounds/per_step", 1) > 1 for log in trainer.state.log_history)  # the round path ran
+    store = trainer.prompt_statistics
+    assert set(store.prompt_ids.tolist()) == set(stable_prompt_ids(ids).tolist())
+    stats = store.batch(stable_prompt_ids(ids))
+    assert stats.attempts.sum() >= 16
+    solved = np.array([p.startswith(("always", "half")) for p in prompts])
+    assert (stats.successes[solved] == stats.attempts[solved]).all() and (stats.successes[~solved] == 0).all()

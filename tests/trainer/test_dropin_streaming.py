@@ -95,6 +95,30 @@ def test_procedures_that_draw_prompts_refuse_a_stream(tiny_model_dir, tmp_path, 
         _trainer(tmp_path, tiny_model_dir, **config)
 
 
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"allocator": "reinforce_ada_seq_balance", "allocator_kwargs": {"round_size": 4}},
+        {"allocator": "bayes_knapsack", "pilot_rollouts": 2},
+        {"allocator": "pilot_commit", "allocator_kwargs": {"pilot_rollouts": 2}},
+    ],
+    ids=["seq_balance", "bayes_knapsack_pilot", "pilot_commit"],
+)
+def test_procedures_in_rounds_on_a_stream(tiny_model_dir, tmp_path, config):
+    """The procedures the refusal above recommends for streams sample within the batch in rounds, dispatched by the
+    stream's derived ids (63-bit hashes): they run, and every scored completion lands under its own prompt."""
+    trainer = _trainer(tmp_path, tiny_model_dir, max_steps=2, **config)
+    trainer.train()
+    assert trainer.state.global_step == 2
+    assert any(log.get("rounds/per_step", 1) > 1 for log in trainer.state.log_history)  # the round path ran
+    ids = stable_prompt_ids([derived_prompt_id({"prompt": p}) for p in PROMPTS])
+    stats = trainer.prompt_statistics.batch(ids)
+    assert stats.attempts.sum() == sum(scripted_reward.calls.get(p, -1) + 1 for p in PROMPTS)
+    for prompt, successes, attempts in zip(PROMPTS, stats.successes, stats.attempts, strict=True):
+        if RATES[prompt] in (0.0, 1.0):  # its own rewards only
+            assert successes == RATES[prompt] * attempts, prompt
+
+
 def test_streaming_resume_continues_exactly(tiny_model_dir, tmp_path):
     """A run resumed from its step-2 checkpoint ends with the statistics of the uninterrupted run (TRL resumes a
     stream by skipping the batches already trained)."""

@@ -29,15 +29,16 @@ def expand_counts(counts: np.ndarray, seed: int, step: int) -> np.ndarray:
 
 
 def dispatch_order(jobs: np.ndarray, seed: int, step: int) -> np.ndarray:
-    """The permutation that spreads prompt-major ``jobs`` (a group id per completion) over the ranks.
+    """The permutation that spreads prompt-major ``jobs`` (a group key per completion: a group index or a prompt
+    id, any int64 value, such as a hashed string id) over the ranks.
 
     The identity when every group present has the same size (TRL's layout), a permutation seeded by (seed, step)
     otherwise. ``jobs[order]`` is the dispatch order; the completion generated at dispatch position i is job
     ``order[i]``.
     """
     jobs = np.asarray(jobs, dtype=np.int64)
-    sizes = np.bincount(jobs) if len(jobs) else np.zeros(0, dtype=np.int64)
-    if len(np.unique(sizes[sizes > 0])) <= 1:
+    sizes = np.unique(jobs, return_counts=True)[1]  # not bincount: ids may be negative or 63-bit hashes
+    if len(np.unique(sizes)) <= 1:
         return np.arange(len(jobs), dtype=np.int64)
     rng = np.random.default_rng(step_seed(seed, step, DISPATCH))
     return rng.permutation(len(jobs)).astype(np.int64)
