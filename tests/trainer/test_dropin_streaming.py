@@ -6,6 +6,7 @@ prompts beyond the batch."""
 from __future__ import annotations
 
 import json
+import warnings
 
 import numpy as np
 import pytest
@@ -85,6 +86,17 @@ def test_streaming_id_column_is_used_as_is(tiny_model_dir, tmp_path):
     assert trainer.prompt_statistics.batch(stable_prompt_ids(uuids)).attempts.sum() == 16
 
 
+def test_a_stream_row_with_a_none_id_is_refused_by_name(tiny_model_dir, tmp_path):
+    """Every row carries an id, or none does (ids derived from the prompts): a None id names the stream's row."""
+    ids = [0, 1, 2, None] + list(range(4, len(PROMPTS)))
+    stream = Dataset.from_dict({"prompt": PROMPTS, "prompt_id": ids}).to_iterable_dataset()
+    trainer = _trainer(tmp_path, tiny_model_dir, max_steps=1, train_dataset=stream)
+    with pytest.raises(
+        ValueError, match=r"a stream\) yielded a row whose 'prompt_id' is None \(prompt 'task 3: hard'"
+    ):
+        trainer.train()
+
+
 @pytest.mark.parametrize(
     "config, named",
     [({"dynamic_sampling": True}, "DynamicSampling"), ({"allocator": "cero"}, "CeroPacing")],
@@ -120,13 +132,40 @@ def test_procedures_in_rounds_on_a_stream(tiny_model_dir, tmp_path, config):
 
 
 def test_streaming_resume_continues_exactly(tiny_model_dir, tmp_path):
-    """A run resumed from its step-2 checkpoint ends with the statistics of the uninterrupted run (TRL resumes a
-    stream by skipping the batches already trained)."""
-    save = {"save_strategy": "steps", "save_steps": 2}
+    """Runs resumed from checkpoint-2 (the end of the stream's first pass: 10 prompts, 4 a batch) and checkpoint-3
+    (inside the second pass) end with the uninterrupted run's statistics: the checkpoint records the pass and the
+    step within it (transformers alone takes a stream's epoch to be max_steps long and would replay pass 0)."""
+    save = {"save_strategy": "steps", "save_steps": 1}
     straight = _trainer(tmp_path / "straight", tiny_model_dir, **save)
     straight.train()
-    resumed = _trainer(tmp_path / "resumed", tiny_model_dir, **save)
-    resumed.train(resume_from_checkpoint=str(tmp_path / "straight" / "checkpoint-2"))
-    assert resumed.state.global_step == 4
-    a, b = straight.prompt_statistics.state_dict(), resumed.prompt_statistics.state_dict()
-    assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+    expected = json.dumps(straight.prompt_statistics.state_dict(), sort_keys=True)
+    steps = [r["prompt_ids"] for r in read_allocation_log(str(tmp_path / "straight" / ALLOCATION_LOG_FILE))]
+    for checkpoint in (2, 3):
+        resumed = _trainer(tmp_path / f"resumed-{checkpoint}", tiny_model_dir, **save)
+        resumed.train(resume_from_checkpoint=str(tmp_path / "straight" / f"checkpoint-{checkpoint}"))
+        assert resumed.state.global_step == 4
+        log = read_allocation_log(str(tmp_path / f"resumed-{checkpoint}" / ALLOCATION_LOG_FILE))
+        assert [r["prompt_ids"] for r in log] == steps[checkpoint:], checkpoint  # the same batches, in order
+        assert json.dumps(resumed.prompt_statistics.state_dict(), sort_keys=True) == expected, checkpoint
+
+
+def test_statistics_of_the_same_prompts_under_other_ids_are_named():
+    """A map-style run keys its statistics by row number; the same prompts streamed get derived ids, so that
+    evidence cannot count: the first batch says so (once) instead of training as if it did."""
+    from trl_adaptive import PromptStatistics
+    from trl_adaptive.trainer.prompts import DatasetPrompts, StreamPrompts
+
+    mapped = DatasetPrompts(Dataset.from_dict({"prompt": PROMPTS}), "prompt_id", "success_rate", 8.0)
+    store = PromptStatistics()
+    mapped.attach(store, "the map-style run")
+    store.update(np.repeat(mapped.ids, 2), np.tile([1.0, 0.0], len(PROMPTS)))
+    streamed = StreamPrompts(_stream(), "prompt_id", "success_rate", 8.0)
+    rows = [{"prompt": p} for p in PROMPTS[:4]]
+    ids = stable_prompt_ids([derived_prompt_id(row) for row in rows])
+    with pytest.warns(
+        UserWarning, match=r"holds 4 of this batch's prompts under other ids \(e\.g\. stored as id 0, here id"
+    ):
+        streamed.observe(store, ids, rows)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        streamed.observe(store, ids, rows)  # said once

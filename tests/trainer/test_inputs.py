@@ -49,6 +49,10 @@ def test_prior_weight_zero_ignores_the_column(tiny_model_dir, tmp_path):
     )
     trainer.train()
     assert all(len(set(counts)) == 1 for _, counts in allocator.history)
+    # Not input, so not checked either: a column of labels is replaced by the store's rates.
+    labels = make_dataset(8).add_column("success_rate", ["high", "low"] * 4)
+    trainer = build_trainer(tiny_model_dir, tmp_path / "labels", labels, success_rate_prior_weight=0.0)
+    assert all(math.isnan(rate) for rate in trainer.train_dataset["success_rate"])
 
 
 @pytest.mark.parametrize(

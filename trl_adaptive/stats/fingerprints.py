@@ -52,10 +52,14 @@ def stable_prompt_ids(values: Sequence[Any], column: str = "prompt_id") -> np.nd
     if all(isinstance(v, str) for v in values):
         digests = (hashlib.sha256(v.encode("utf-8")).digest()[:8] for v in values)
         return np.fromiter((int.from_bytes(d, "big") >> 1 for d in digests), np.int64, len(values))
+    kinds: dict[str, Any] = {}
+    for value in values:  # the first value of each kind, in order
+        kinds.setdefault(type(value).__name__, value)
     raise TypeError(
-        f"train_dataset column {column!r} must hold prompt ids, all integers or all strings, got values like "
-        f"{values[0]!r} ({type(values[0]).__name__}). Convert them, or set prompt_id_column to another column (or to "
-        "a name the dataset does not have, to let the trainer number the rows)."
+        f"train_dataset column {column!r} must hold prompt ids, all integers or all strings, got "
+        f"{', '.join(f'{kind} (e.g. {v!r})' for kind, v in kinds.items())}. Convert them, or set prompt_id_column to "
+        "another column (or to a name the dataset does not have, to let the trainer number the rows or, in a stream, "
+        "derive each id from its prompt; a stream's row without the column gets such a derived id, a string)."
     )
 
 

@@ -24,7 +24,8 @@ def check_dataset_holds_a_batch(num_rows: int, args: AdaptiveGRPOConfig) -> None
         raise ValueError(
             f"train_dataset has {num_rows} prompts but one generation batch takes {num_prompts} "
             f"(generation_batch_size={args.generation_batch_size} / num_generations={args.num_generations}), so "
-            "no step could run. Add prompts, or lower per_device_train_batch_size / steps_per_generation."
+            "no step could run. Add prompts, lower generation_batch_size (or, when it is not set, "
+            "per_device_train_batch_size / steps_per_generation, which make it), or raise num_generations."
         )
 
 

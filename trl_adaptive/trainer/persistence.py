@@ -44,8 +44,26 @@ def save_adaptive_state(trainer: AdaptiveGRPOTrainer, folder: str) -> str:
         "procedure": trainer.procedure.state_dict(),
         "statistics": trainer.prompt_statistics.state_dict(),
         "epochs_closed": trainer._epochs_closed,
+        # where in the data the run is: a stream resumes here (transformers cannot tell a stream's passes apart)
+        "epoch_position": {
+            "epoch": trainer._current_epoch,
+            "steps_in_epoch": int(trainer.state.global_step - trainer._epoch_start_step),
+        },
     }
     return write_state(folder, state)
+
+
+def stream_resume_position(checkpoint: str, args: AdaptiveGRPOConfig) -> tuple[int, int] | None:
+    """``(epochs_trained, batches to skip)`` for a stream resumed from ``checkpoint``, as transformers'
+    ``_init_training_state`` returns them; None for a checkpoint written before positions were saved."""
+    path = os.path.join(checkpoint, ADAPTIVE_STATE_FILE)
+    if not os.path.isfile(path):
+        return None  # not ours: load_checkpoint_state refuses it with the remedy
+    position = read_state(path).get("epoch_position")
+    if position is None:
+        return None
+    skip = 0 if args.ignore_data_skip else int(position["steps_in_epoch"]) * args.gradient_accumulation_steps
+    return int(position["epoch"]), skip
 
 
 def load_adaptive_state(trainer: AdaptiveGRPOTrainer, path: str) -> None:

@@ -15,6 +15,7 @@ Two kinds of training data, one interface:
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -61,7 +62,8 @@ def read_prior_rates(values: Sequence[Any], column: str) -> np.ndarray:
     if len(rates) and rates.dtype.kind != "f":
         raise TypeError(
             f"train_dataset column {column!r} is read as each prompt's prior success rate and must hold floats "
-            f"in [0, 1] (NaN or None = unknown), got values like {values[0]!r} (dtype {rates.dtype}). Convert it "
+            f"in [0, 1] (NaN or None = unknown), got values like {next(v for v in values if v is not None)!r} "
+            f"(dtype {rates.dtype}). Convert it "
             f"(e.g. dataset.cast_column({column!r}, Value('float64'))), or set success_rate_column to another name."
         )
     rates = rates.astype(np.float64)
@@ -83,6 +85,21 @@ def _check_fingerprints(store: PromptStatistics, ids: np.ndarray, fingerprints: 
             f"this train_dataset (e.g. ids {np.asarray(mismatched)[:5].tolist()}): they were measured on other "
             "prompts. Use the dataset the statistics came from, give the new prompts new ids (prompt_id_column), "
             "or start with fresh statistics (a new output_dir, no resume_from_checkpoint)."
+        )
+
+
+def _warn_if_stored_under_other_ids(store: PromptStatistics, ids: np.ndarray, fingerprints: list[str], column: str):
+    """Statistics passed in for these very prompts but under other ids (a map-style run numbers its rows, a stream
+    derives ids from the prompts) are not used: say so rather than train as if they were."""
+    state = store.state_dict()
+    stored = {fp: i for i, fp in zip(state["prompt_ids"], state["fingerprints"], strict=True) if fp}
+    moved = [(stored[fp], i) for i, fp in zip(ids.tolist(), fingerprints, strict=True) if stored.get(fp, i) != i]
+    if moved:
+        warnings.warn(
+            f"The statistics store holds {len(moved)} of this batch's prompts under other ids (e.g. stored as id "
+            f"{moved[0][0]}, here id {moved[0][1]}): their statistics are not used. Statistics from a map-style run "
+            f"are keyed by row number; give both runs the same {column!r} column to carry them over.",
+            stacklevel=2,
         )
 
 
@@ -110,9 +127,8 @@ class DatasetPrompts:
         self.dataset = dataset
         self.ids = ids
         self.fingerprints = dataset_fingerprints(dataset)
-        self.prior_rates = (
-            read_prior_rates(dataset[rate_column], rate_column) if rate_column in dataset.column_names else None
-        )
+        read_prior = rate_column in dataset.column_names and prior_weight > 0  # weight 0: the column is not input
+        self.prior_rates = read_prior_rates(dataset[rate_column], rate_column) if read_prior else None
         self._row_of_id: dict[int, int] | None = None
 
     def __len__(self) -> int:
@@ -174,11 +190,19 @@ class StreamPrompts:
         self.id_column, self.rate_column, self.prior_weight = id_column, rate_column, prior_weight
 
         def with_prompt_id(row: dict[str, Any]) -> dict[str, Any]:
-            if row.get(id_column) is None:
+            if id_column not in row:  # no id column: the prompt is its own id
                 return {id_column: derived_prompt_id(row)}
+            if row[id_column] is None:  # refused here, as it comes, naming the stream rather than a batch position
+                raise ValueError(
+                    f"train_dataset (a stream) yielded a row whose {id_column!r} is None (prompt "
+                    f"{str(row.get('prompt'))[:60]!r}): give every row an id, or none (drop the column, or set "
+                    "prompt_id_column to a name the stream does not have) so that each prompt's id is derived from "
+                    "its text and images."
+                )
             return {}
 
-        self.dataset = dataset if columns is not None and id_column in columns else dataset.map(with_prompt_id)
+        self.dataset = dataset.map(with_prompt_id)
+        self._looked_for_other_ids = False
 
     def known_ids(self, store: PromptStatistics) -> np.ndarray:
         """The ids of the prompts seen so far (the store's)."""
@@ -193,6 +217,9 @@ class StreamPrompts:
     def observe(self, store: PromptStatistics, ids: np.ndarray, rows: list[dict[str, Any]]) -> None:
         """Check and record the fingerprints of a batch's prompts; prior the new ones from their success-rate key."""
         fingerprints = [row_fingerprint(row) for row in rows]
+        if not self._looked_for_other_ids:  # once: a warm start keyed otherwise would silently not count
+            self._looked_for_other_ids = True
+            _warn_if_stored_under_other_ids(store, ids, fingerprints, self.id_column)
         _check_fingerprints(store, ids, fingerprints, "the statistics store")
         store.set_fingerprints(ids, fingerprints)
         if self.prior_weight > 0 and any(self.rate_column in row for row in rows):

@@ -46,7 +46,13 @@ from .inputs import (
 )
 from .metrics import completion_scale, log_allocation, log_rounds, record_allocation
 from .model_card import extend_model_card
-from .persistence import initial_statistics, load_adaptive_state, load_checkpoint_state, save_adaptive_state
+from .persistence import (
+    initial_statistics,
+    load_adaptive_state,
+    load_checkpoint_state,
+    save_adaptive_state,
+    stream_resume_position,
+)
 from .prompts import training_prompts
 from .rounds import (
     Generated,
@@ -122,6 +128,7 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
         self._train_sampler: EpochSeededRepeatSampler | None = None
         self._epochs_closed = 0  # trainer epochs whose statistics have been closed (end_epoch) in this run
         self._current_epoch = 0
+        self._epoch_start_step = 0  # global step at which the current epoch began: where a stream resumes
         self._resumed_epochs_trained = 0
         self._replay: tuple | None = None  # (what _generate returns, gathered rewards) for the pass after rounds
         self._capture: list | None = None  # set by rounds.run_round: _generate hands its output over and stops
@@ -176,18 +183,29 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
         """
         self._close_epochs_through(epoch)
         self._current_epoch = epoch
+        if epoch > self._resumed_epochs_trained:  # the epoch a run resumed into began before its checkpoint
+            self._epoch_start_step = self.state.global_step
         if self._train_sampler is not None:
             self._train_sampler.set_epoch(epoch)
         return super()._run_epoch(model, epoch, *args, **kwargs)
 
-    def _init_training_state(self, max_steps, num_update_steps_per_epoch, *args, **kwargs):
-        """Unchanged; remembers how many epochs a resumed run has completed, for :meth:`_load_optimizer_and_scheduler`
-        (a run resumed from its final checkpoint runs no epoch at all, so ``_run_epoch`` cannot close them)."""
-        epochs_trained, steps_in_epoch = super()._init_training_state(
-            max_steps, num_update_steps_per_epoch, *args, **kwargs
+    def _init_training_state(
+        self, max_steps, num_update_steps_per_epoch, num_train_epochs, resume_from_checkpoint, trial
+    ):
+        """Remembers how many epochs a resumed run has completed, for :meth:`_load_optimizer_and_scheduler` (a run
+        resumed from its final checkpoint runs no epoch at all, so ``_run_epoch`` cannot close them).
+
+        Departs from transformers for a stream: transformers takes a stream's epoch to be ``max_steps`` long, so a
+        run resumed in a later pass would skip batches of the first pass; the checkpoint's pass and step within it
+        (``adaptive_state.json``) say where it really was."""
+        position = super()._init_training_state(
+            max_steps, num_update_steps_per_epoch, num_train_epochs, resume_from_checkpoint, trial
         )
-        self._resumed_epochs_trained = epochs_trained
-        return epochs_trained, steps_in_epoch
+        if self.training_prompts.streaming and resume_from_checkpoint is not None:
+            position = stream_resume_position(resume_from_checkpoint, self.args) or position
+        self._resumed_epochs_trained, steps_in_epoch = position
+        self._epoch_start_step = self.state.global_step - steps_in_epoch // self.args.gradient_accumulation_steps
+        return position
 
     def train(self, resume_from_checkpoint: str | bool | None = None, *args, **kwargs):
         """``resume_from_checkpoint=True`` resumes from the newest COMPLETE checkpoint (see ``checkpoint.py``), and
