@@ -8,7 +8,9 @@ its success-rate column; checkpoints fall mid-epoch, on an epoch's last step and
 
 MODE: ``knapsack`` (default), ``dynamic`` (knapsack with DAPO dynamic sampling: prompts drawn within a step),
 ``seq`` (Reinforce-Ada Seq-Balance: sampling in rounds), ``cero`` (CERO with pacing: prompts skipped and
-drawn) or ``pilot`` (bayes_knapsack after a pilot round). Each rank writes ``OUT_DIR/rank{process_index}.json``:
+drawn), ``pilot`` (bayes_knapsack after a pilot round), ... or ``stream`` (knapsack on the prompts as a streaming
+dataset: 3 passes; "column" is then the store's rates, a stream has no column). Each rank writes
+``OUT_DIR/rank{process_index}.json``:
 {"full": run, "resumed": {step: run}}, where a run is {"allocations": [[step, prompt ids, counts], ...] from
 ``allocations.jsonl`` (main process only), "statistics": state_dict, "column": [...]}.
 """
@@ -45,6 +47,8 @@ MODES = {
     },
     # Pilot-Commit evicts solved prompts: its evicted set is state that must survive the checkpoint.
     "pilot_commit": {"allocator": "pilot_commit", "allocator_kwargs": {"pilot_rollouts": 2, "max_rollouts": 8}},
+    # The same prompts as a stream (3 passes, max_steps=6): transformers cannot tell a stream's passes apart.
+    "stream": {"allocator": "knapsack", "max_rollouts": 6},
     # A pilot round of 2 per prompt, then the rest of the step by the knapsack on the posterior, whose evidence fades
     # (half-life 1.5 batches) under a Jeffreys prior: the forgotten evidence must resume bit-identical.
     "pilot": {
@@ -66,19 +70,22 @@ def _dataset() -> Dataset:
 
 
 def train(model_dir: str, output_dir: Path, num_processes: int, mode: str, resume: str | None = None) -> dict:
+    stream = mode == "stream"
     trainer = build_trainer(
         model_dir,
         output_dir,
-        _dataset(),
+        _dataset().to_iterable_dataset() if stream else _dataset(),
         per_device_train_batch_size=8 // num_processes,  # generation batch of 8 completions = 2 prompts x 4
-        max_steps=-1,
+        max_steps=EPOCHS * NUM_PROMPTS // 2 if stream else -1,
         num_train_epochs=EPOCHS,
         save_strategy="steps",
         save_steps=1,
         **MODES[mode],
     )
     trainer.train(resume_from_checkpoint=resume)
-    column = [None if math.isnan(x) else x for x in trainer.train_dataset["success_rate"]]
+    store = trainer.prompt_statistics
+    rates = store.success_rates(sorted(store.prompt_ids)) if stream else trainer.train_dataset["success_rate"]
+    column = [None if math.isnan(x) else x for x in rates]
     log = output_dir / ALLOCATION_LOG_FILE
     records = read_allocation_log(str(log)) if log.exists() else []
     return {

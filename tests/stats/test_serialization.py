@@ -91,6 +91,7 @@ def test_missing_keys_are_named(key, tmp_path):
     [
         (lambda s: s["columns"].pop("prior_visits"), r"lacks columns \['prior_visits'\]"),
         (lambda s: s["columns"]["prior_successes"].__setitem__(0, 99.0), "prior_successes exceeds prior_attempts"),
+        (lambda s: s["columns"]["last_successes"].__setitem__(0, 99), "last_successes exceeds last_attempts"),
         (lambda s: s["columns"]["total_attempts"].__setitem__(0, 1.5), "whole numbers"),
         (lambda s: s["columns"]["total_attempts"].__setitem__(0, "x"), "must be a list of numbers"),
         (lambda s: s["fingerprints"].pop(), "fingerprints and prompt_ids differ in length"),

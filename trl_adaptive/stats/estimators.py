@@ -92,6 +92,12 @@ class EpochRate(Columns):
         with np.errstate(invalid="ignore", divide="ignore"):
             return np.where(t > 0, s / t, np.nan)
 
+    def check(self, arrays: Mapping[str, np.ndarray]) -> None:
+        """No count of successes above its count of attempts (a rate above 1 would follow)."""
+        for prefix in ("current", "last", "total"):
+            if np.any(arrays[f"{prefix}_successes"] > arrays[f"{prefix}_attempts"]):
+                raise ValueError(f"PromptStatistics state: {prefix}_successes exceeds {prefix}_attempts.")
+
     def state_dict(self) -> dict[str, Any]:
         return {"epoch": self.epoch, **super().state_dict()}
 

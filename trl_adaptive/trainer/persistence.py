@@ -53,17 +53,24 @@ def save_adaptive_state(trainer: AdaptiveGRPOTrainer, folder: str) -> str:
     return write_state(folder, state)
 
 
-def stream_resume_position(checkpoint: str, args: AdaptiveGRPOConfig) -> tuple[int, int] | None:
-    """``(epochs_trained, batches to skip)`` for a stream resumed from ``checkpoint``, as transformers'
-    ``_init_training_state`` returns them; None for a checkpoint written before positions were saved."""
-    path = os.path.join(checkpoint, ADAPTIVE_STATE_FILE)
-    if not os.path.isfile(path):
-        return None  # not ours: load_checkpoint_state refuses it with the remedy
-    position = read_state(path).get("epoch_position")
-    if position is None:
-        return None
-    skip = 0 if args.ignore_data_skip else int(position["steps_in_epoch"]) * args.gradient_accumulation_steps
-    return int(position["epoch"]), skip
+def resume_position(
+    trainer: AdaptiveGRPOTrainer, position: tuple[int, int], checkpoint: str | None
+) -> tuple[int, int]:
+    """transformers' ``(epochs_trained, batches to skip)``, or a stream's own from its checkpoint; records where the
+    resumed epoch began (the next checkpoint's ``epoch_position``).
+
+    transformers takes a stream's epoch to be ``max_steps`` long: resumed in a later pass, it would skip batches of
+    the first pass and replay the wrong ones. A checkpoint written before positions were saved resumes as it does.
+    """
+    saved = None
+    if trainer.training_prompts.streaming and checkpoint is not None and is_complete(checkpoint):
+        saved = read_state(os.path.join(checkpoint, ADAPTIVE_STATE_FILE)).get("epoch_position")
+    if saved is not None:
+        skip = 0 if trainer.args.ignore_data_skip else int(saved["steps_in_epoch"])
+        position = (int(saved["epoch"]), skip * trainer.args.gradient_accumulation_steps)
+    trainer._resumed_epochs_trained, steps_in_epoch = position
+    trainer._epoch_start_step = trainer.state.global_step - steps_in_epoch // trainer.args.gradient_accumulation_steps
+    return position
 
 
 def load_adaptive_state(trainer: AdaptiveGRPOTrainer, path: str) -> None:

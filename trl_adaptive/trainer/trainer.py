@@ -50,8 +50,8 @@ from .persistence import (
     initial_statistics,
     load_adaptive_state,
     load_checkpoint_state,
+    resume_position,
     save_adaptive_state,
-    stream_resume_position,
 )
 from .prompts import training_prompts
 from .rounds import (
@@ -187,25 +187,22 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
             self._epoch_start_step = self.state.global_step
         if self._train_sampler is not None:
             self._train_sampler.set_epoch(epoch)
+        if self.state.global_step >= self.state.max_steps > 0:  # a stream resumed from its final checkpoint:
+            self.control.should_training_stop = True  # transformers' epoch loop would start a pass and train on;
+            self._close_epochs_through(epoch + 1)  # the checkpoint precedes the on_epoch_end the run ended with
+            return None
         return super()._run_epoch(model, epoch, *args, **kwargs)
 
     def _init_training_state(
         self, max_steps, num_update_steps_per_epoch, num_train_epochs, resume_from_checkpoint, trial
     ):
         """Remembers how many epochs a resumed run has completed, for :meth:`_load_optimizer_and_scheduler` (a run
-        resumed from its final checkpoint runs no epoch at all, so ``_run_epoch`` cannot close them).
-
-        Departs from transformers for a stream: transformers takes a stream's epoch to be ``max_steps`` long, so a
-        run resumed in a later pass would skip batches of the first pass; the checkpoint's pass and step within it
-        (``adaptive_state.json``) say where it really was."""
+        resumed from its final checkpoint runs no epoch at all, so ``_run_epoch`` cannot close them). Departs from
+        transformers for a stream: it resumes at its checkpoint's pass and step (``persistence.resume_position``)."""
         position = super()._init_training_state(
             max_steps, num_update_steps_per_epoch, num_train_epochs, resume_from_checkpoint, trial
         )
-        if self.training_prompts.streaming and resume_from_checkpoint is not None:
-            position = stream_resume_position(resume_from_checkpoint, self.args) or position
-        self._resumed_epochs_trained, steps_in_epoch = position
-        self._epoch_start_step = self.state.global_step - steps_in_epoch // self.args.gradient_accumulation_steps
-        return position
+        return resume_position(self, position, resume_from_checkpoint)
 
     def train(self, resume_from_checkpoint: str | bool | None = None, *args, **kwargs):
         """``resume_from_checkpoint=True`` resumes from the newest COMPLETE checkpoint (see ``checkpoint.py``), and
