@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -16,10 +16,10 @@ def write_json_atomic(path: str | os.PathLike[str], obj: Any) -> None:
     """Write ``obj`` as strict JSON (no NaN) to ``path`` atomically, fsyncing the file and its folder."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    # A fresh name opened as open() would (mode 0666 less the umask), not mkstemp's private 0600.
+    tmp = str(path.parent / f".{path.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
-        if hasattr(os, "fchmod"):  # mkstemp makes 0600; the file gets what open() would give it (0666 less umask)
-            os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump(obj, f, allow_nan=False, separators=(",", ":"))
             f.flush()
@@ -30,12 +30,6 @@ def write_json_atomic(path: str | os.PathLike[str], obj: Any) -> None:
             os.unlink(tmp)
         raise
     _fsync_dir(path.parent)  # the rename itself is durable only once the folder is synced
-
-
-def _umask() -> int:
-    mask = os.umask(0)  # the only way to read it is to set it; set it straight back
-    os.umask(mask)
-    return mask
 
 
 def _fsync_dir(folder: Path) -> None:

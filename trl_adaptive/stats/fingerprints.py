@@ -131,7 +131,7 @@ def image_digest(image: Any) -> str:
         digest.update(b"path:" + image.encode("utf-8", "surrogatepass"))
     elif isinstance(image, Mapping) and ("bytes" in image or "path" in image):
         return image_digest(image["bytes"] if image.get("bytes") is not None else str(image.get("path")))
-    elif all(hasattr(image, name) for name in ("mode", "size", "tobytes")):  # PIL, without importing it
+    elif _is_pil(image):
         palette = bytes(image.getpalette() or []) if image.mode in ("P", "PA") else b""  # what the indices mean
         digest.update(f"pil:{image.mode}:{tuple(image.size)}:".encode() + palette + image.tobytes())
     else:
@@ -142,11 +142,14 @@ def image_digest(image: Any) -> str:
     return digest.hexdigest()
 
 
+def _is_pil(value: Any) -> bool:
+    """A PIL image, recognised without importing PIL (the stats package needs NumPy only)."""
+    return all(hasattr(value, name) for name in ("mode", "size", "tobytes"))
+
+
 def _image_json(value: Any) -> dict[str, str]:
     """``json.dumps``' hook for what JSON cannot write: the images (and encoded bytes) inside a prompt's messages."""
-    if isinstance(value, (bytes, bytearray, memoryview, np.ndarray)) or all(
-        hasattr(value, name) for name in ("mode", "size", "tobytes")
-    ):
+    if isinstance(value, (bytes, bytearray, memoryview, np.ndarray)) or _is_pil(value):
         return {"image-sha256": image_digest(value)}
     raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 

@@ -149,6 +149,11 @@ class PromptStatistics:
         """``(len(self),)`` int64: the id of every prompt with a row, in the order rows were added (a copy)."""
         return self._table.ids
 
+    @property
+    def fingerprints(self) -> list[str]:
+        """The fingerprint of each prompt in :attr:`prompt_ids`' order (``""`` when unknown), a copy."""
+        return list(self._table.fingerprints)
+
     def __len__(self) -> int:
         """Number of prompts with a row: scored at least once, given a prior, or given a fingerprint."""
         return len(self._table)

@@ -91,8 +91,7 @@ def _check_fingerprints(store: PromptStatistics, ids: np.ndarray, fingerprints: 
 def _warn_if_stored_under_other_ids(store: PromptStatistics, ids: np.ndarray, fingerprints: list[str], column: str):
     """Statistics passed in for these very prompts but under other ids (a map-style run numbers its rows, a stream
     derives ids from the prompts) are not used: say so rather than train as if they were."""
-    state = store.state_dict()
-    stored = {fp: i for i, fp in zip(state["prompt_ids"], state["fingerprints"], strict=True) if fp}
+    stored = {fp: i for i, fp in zip(store.prompt_ids.tolist(), store.fingerprints, strict=True) if fp}
     moved = [(stored[fp], i) for i, fp in zip(ids.tolist(), fingerprints, strict=True) if stored.get(fp, i) != i]
     if moved:
         warnings.warn(
