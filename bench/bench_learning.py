@@ -1,156 +1,120 @@
-"""Learning benchmark on a real model: SmolLM2-135M-Instruct on the arithmetic mix, every allocator at the same budget.
+"""Accuracy per token: which allocator gives the better model for the same generated tokens?
 
-Each allocator trains from the same weights on the same prompts, in the same order, with the same seed and the same
-number of completions per step (B = prompts_per_batch x generations). Measured (figures in docs/benchmarks.md):
+A 0.86M-parameter Llama, pretrained here on a string-reversal corpus (bench/learning/task.py says why this task),
+trains with each method through ``AdaptiveGRPOTrainer`` until it has generated the same number of completion tokens;
+its exact held-out accuracy is recorded at fixed token checkpoints. Seeds pair the runs: a seed fixes the training
+prompts, the held-out prompts, the data order and the sampling streams, and every run starts from the same weights.
 
-- effective-gradient ratio per step (TRL logs), its mean over all steps and after the first epoch (epoch 1 is
-  uniform for every allocator), and the all-correct / all-wrong zero-gradient shares;
-- held-out accuracy (avg@k, sampled at the training temperature) on prompts never trained on, before and after;
-- training prompts never solved by the initial model (0 of k samples) that the trained model solves at least once.
+    make bench-learning                      # every method x 8 seeds, about 60 minutes on 2 CPU cores
+    make bench-learning QUICK=1 OUT=out/q    # one seed, uniform and knapsack, about 4 minutes (with pretraining)
+    python bench/bench_learning.py --gpu     # the same on a lent GPU: 4x the batch and the token budget
 
-    nice -n 19 .venv/bin/python bench/bench_learning.py --allocators uniform knapsack reinforce_ada_est cero \
-        --prompts_per_level 12 --epochs 5 --seed 0 --output_dir out/bench_learning
-
-Results are rewritten to OUTPUT_DIR/results.json after every allocator, so an interrupted benchmark keeps what
-finished; OUTPUT_DIR/comparison holds the run report of all finished runs.
+Each finished run is written to OUT/runs/ at once, and a rerun skips the runs found there (resumable; a changed
+setting starts afresh, since the settings are part of the file). OUT/results.json holds every run (``curve``:
+[[generated_tokens, heldout_accuracy, step], ...]) and the summary over seeds; OUT/accuracy_per_token.png the plot.
+Exits non-zero when uniform's held-out accuracy does not rise by --min_rise: the benchmark can fail.
 """
 
 from __future__ import annotations
 
-import gc
+import argparse
 import json
+import os
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))  # the demo's recipe and its helpers
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import numpy as np  # noqa: E402
-from demo import DemoArguments, resolve_model, run_folder, train_run  # noqa: E402
-from demo_utils.arithmetic import train_and_heldout  # noqa: E402
-from demo_utils.evaluate import accuracy_by_level, solve_counts  # noqa: E402
-from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
-from trl import TrlParser  # noqa: E402
+from learning.runs import METHODS, RunSettings  # noqa: E402
 
-from trl_adaptive.report import load_run, summarize, write_report  # noqa: E402
+QUICK_METHODS = ["uniform", "knapsack"]
 
 
-@dataclass
-class BenchArguments:
-    """What the benchmark measures besides training."""
-
-    heldout_per_level: int = field(default=16, metadata={"help": "Held-out prompts per level (never trained on)."})
-    eval_samples: int = field(default=8, metadata={"help": "Sampled answers per held-out prompt (avg@k)."})
-    train_eval_samples: int = field(default=16, metadata={"help": "Samples per training prompt for 'converted'."})
-
-
-def evaluate(model, tokenizer, train_rows, heldout_rows, demo: DemoArguments, bench: BenchArguments, tag: str) -> dict:
-    """Held-out avg@k per level, and per training prompt the number of correct answers out of k."""
-    kwargs = dict(temperature=demo.temperature, max_new_tokens=demo.max_completion_length, seed=demo.seed + 1)
-    heldout = solve_counts(model, tokenizer, heldout_rows, bench.eval_samples, desc=f"{tag}: held-out", **kwargs)
-    train = solve_counts(model, tokenizer, train_rows, bench.train_eval_samples, desc=f"{tag}: train", **kwargs)
-    return {
-        "heldout_accuracy": accuracy_by_level(heldout_rows, heldout, bench.eval_samples),
-        "train_solved": train.tolist(),
-    }
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--methods", nargs="+", choices=list(METHODS), default=list(METHODS))
+    parser.add_argument("--seeds", type=int, default=8, help="Seeds 0..N-1 per method (paired across methods).")
+    parser.add_argument("--quick", action="store_true", help="One seed, uniform and knapsack (overrides both).")
+    parser.add_argument("--output_dir", default="out/bench_learning")
+    parser.add_argument("--token_budget", type=int, default=None, help="Generated tokens per run.")
+    parser.add_argument("--learning_rate", type=float, default=None)
+    parser.add_argument("--gpu", action="store_true", help="On a CUDA device: 4x prompts per step and token budget.")
+    parser.add_argument("--cache_dir", default=None, help="Pretrained model cache (default ~/.cache/trl_adaptive).")
+    parser.add_argument("--min_rise", type=float, default=0.15, help="Fail unless uniform rises by this much.")
+    return parser
 
 
-def main(demo: DemoArguments, bench: BenchArguments) -> dict:
+def settings_from(args: argparse.Namespace) -> RunSettings:
+    settings = RunSettings()
+    if args.gpu:
+        settings.device = "cuda"
+        settings.prompts_per_step *= 4
+        settings.train_prompts *= 4
+        settings.token_budget *= 4
+        settings.learning_rate *= 2  # 4x the batch: a larger step for the same noise
+    if args.token_budget is not None:
+        settings.token_budget = args.token_budget
+    if args.learning_rate is not None:
+        settings.learning_rate = args.learning_rate
+    return settings
+
+
+def run_all(methods: list[str], seeds: list[int], settings: RunSettings, model_path: str, out: Path) -> list[dict]:
+    """Every (seed, method) not already in ``out/runs`` under the same settings; all records, in order."""
+    from learning.runs import run
+
+    (out / "runs").mkdir(parents=True, exist_ok=True)
+    records = []
+    for seed in seeds:  # seed-major: an interrupted benchmark leaves complete pairs
+        for method in methods:
+            path = out / "runs" / f"{method}-seed{seed}.json"
+            if path.is_file() and json.loads(path.read_text()).get("settings") == asdict(settings):
+                records.append(json.loads(path.read_text()))
+                continue
+            start = time.perf_counter()
+            record = {**run(method, seed, settings, model_path, str(out / "trainer")), "settings": asdict(settings)}
+            record["wall_seconds"] = time.perf_counter() - start
+            temporary = path.with_suffix(".tmp")
+            temporary.write_text(json.dumps(record))
+            os.replace(temporary, path)
+            records.append(record)
+            print(
+                f"[bench-learning] seed {seed} {method}: held-out {record['curve'][0][1]:.3f} -> "
+                f"{record['final_heldout_accuracy']:.3f} after {record['generated_tokens']} tokens, "
+                f"{record['steps']} steps, {record['wall_seconds']:.0f} s",
+                flush=True,
+            )
+    return records
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    import torch
+    from learning.analysis import summarize, write_outputs
+    from learning.model import pretrained_model
+
+    methods, seeds = (QUICK_METHODS, [0]) if args.quick else (args.methods, list(range(args.seeds)))
+    if "uniform" not in methods:
+        methods = ["uniform", *methods]  # every comparison is paired against uniform
+    settings = settings_from(args)
+    if settings.device == "cpu":
+        torch.set_num_threads(os.cpu_count() or 1)
     start = time.perf_counter()
-    output_dir = Path(demo.output_dir)
-    output_dir.mkdir(parents=True, exist_ok=True)
-    model_path = resolve_model(demo)
-    train_rows, heldout_rows = train_and_heldout(demo.prompts_per_level, bench.heldout_per_level, demo.seed)
-    tokenizer = AutoTokenizer.from_pretrained(model_path)
-
-    model = AutoModelForCausalLM.from_pretrained(model_path)
-    initial = evaluate(model, tokenizer, train_rows, heldout_rows, demo, bench, "initial model")
-    del model
-    never = np.asarray(initial["train_solved"]) == 0
-    print(
-        f"[bench] initial held-out accuracy {initial['heldout_accuracy']}; {int(never.sum())} training prompts "
-        f"never solved in {bench.train_eval_samples} samples"
-    )
-    results = {"config": {**asdict(demo), **asdict(bench)}, "initial": initial, "runs": {}}
-
-    runs = []
-    for allocator in demo.allocators:
-        run_dir = output_dir / run_folder(allocator)
-        (run_dir / "allocations.jsonl").unlink(missing_ok=True)
-        trainer = train_run(demo, allocator, model_path, train_rows, run_dir)
-        final = evaluate(trainer.model, tokenizer, train_rows, heldout_rows, demo, bench, allocator)
-        run = load_run(run_dir, label=run_folder(allocator))
-        runs.append(run)
-        summary = summarize(run)
-        solved = np.asarray(final["train_solved"])
-        series = [h for h in trainer.state.log_history if "allocation/effective_gradient_ratio" in h]
-        results["runs"][allocator] = {
-            "train_seconds": trainer.train_seconds,
-            "steps": trainer.state.global_step,
-            "effective_gradient_ratio_per_step": [h["allocation/effective_gradient_ratio"] for h in series],
-            "reward_per_step": [h["reward"] for h in series],
-            **{
-                k: summary.get(k)
-                for k in (
-                    "engine",
-                    "generation_seconds_per_batch",
-                    "effective_gradient_ratio_mean",
-                    "effective_gradient_ratio_after_epoch_1",
-                    "zero_gradient_all_correct_mean",
-                    "zero_gradient_all_wrong_mean",
-                    "max_count",
-                    "converted_from_p0",
-                    "p0_in_first_epoch",
-                    "counts_by_status",
-                )
-            },
-            "heldout_accuracy_end": final["heldout_accuracy"],
-            "train_never_solved_at_start": int(never.sum()),
-            "converted_from_never_solved": int((never & (solved > 0)).sum()),
-            "train_solved_end": final["train_solved"],
-        }
-        del trainer
-        gc.collect()
-        results["wall_seconds"] = time.perf_counter() - start
-        (output_dir / "results.json").write_text(json.dumps(results, indent=1, default=float))
-        write_report(runs, output_dir / "comparison")
-        r = results["runs"][allocator]
-        print(
-            f"[bench] {allocator}: {r['steps']} steps in {r['train_seconds']:.0f} s ({r['engine']}, "
-            f"{r['generation_seconds_per_batch'] or float('nan'):.1f} s generating per batch); eff. grad. "
-            f"{r['effective_gradient_ratio_mean']:.3f} (after epoch 1: "
-            f"{r['effective_gradient_ratio_after_epoch_1'] or float('nan'):.3f}); held-out "
-            f"{initial['heldout_accuracy']['all']:.3f} -> {r['heldout_accuracy_end']['all']:.3f}; converted "
-            f"{r['converted_from_never_solved']} of {r['train_never_solved_at_start']}"
-        )
-    print(markdown_table(results))
-    return results
-
-
-def markdown_table(results: dict) -> str:
-    """The docs/benchmarks.md table."""
-    start = results["initial"]["heldout_accuracy"]
-    lines = [
-        "| allocator | engine | generation s / batch | steps | train time (s) | eff.-grad. ratio, all steps | "
-        "after epoch 1 | zero-grad all-correct / "
-        "all-wrong | max n_i | held-out accuracy, start -> end | never-solved train prompts converted |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for name, r in results["runs"].items():
-        lines.append(
-            f"| {name} | {r['engine']} | {r['generation_seconds_per_batch'] or float('nan'):.1f} | {r['steps']} | "
-            f"{r['train_seconds']:.0f} | {r['effective_gradient_ratio_mean']:.3f} | "
-            f"{r['effective_gradient_ratio_after_epoch_1'] or float('nan'):.3f} | "
-            f"{r['zero_gradient_all_correct_mean']:.3f} / {r['zero_gradient_all_wrong_mean']:.3f} | "
-            f"{r['max_count']} | "
-            f"{start['all']:.3f} -> {r['heldout_accuracy_end']['all']:.3f} | "
-            f"{r['converted_from_never_solved']} of {r['train_never_solved_at_start']} |"
-        )
-    return "\n".join(lines)
+    model_path = str(pretrained_model(cache_dir=args.cache_dir))
+    out = Path(args.output_dir)
+    records = run_all(methods, seeds, settings, model_path, out)
+    summary = summarize(records, settings)
+    summary["wall_seconds"] = time.perf_counter() - start
+    write_outputs(records, summary, out)
+    print(summary["table"])
+    rise = summary["methods"]["uniform"]["rise"]["mean"]
+    if rise < args.min_rise:
+        print(f"[bench-learning] FAILED: uniform's held-out accuracy rose by {rise:.3f} < {args.min_rise}")
+        return 1
+    return 0
 
 
 if __name__ == "__main__":
-    parser = TrlParser((DemoArguments, BenchArguments))
-    demo_args, bench_args = parser.parse_args_and_config()
-    main(demo_args, bench_args)
+    sys.exit(main())

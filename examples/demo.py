@@ -13,7 +13,7 @@ on, knapsack gives solved prompts 2 completions and hard-but-possible ones many 
 
 The file reads top to bottom: the options (`DemoArguments`), the recipe (`grpo_config`, one AdaptiveGRPOConfig per
 run), one training run (`train_run`), then `main`. The arithmetic questions and their reward, and the model download,
-are in examples/demo_utils/. bench/bench_learning.py trains with this same recipe.
+are in examples/demo_utils/. bench/bench_learning_smollm2.py trains with this same recipe.
 """
 
 from __future__ import annotations

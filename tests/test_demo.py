@@ -1,5 +1,5 @@
 """The demo (examples/demo.py and its helpers in examples/demo_utils/): dataset, reward, model cache, recipe; and
-examples/demo.py and bench/bench_learning.py run end to end on the tiny model (the real SmolLM2 run is `make demo`,
+examples/demo.py and bench/bench_learning_smollm2.py run end to end on the tiny model (the real SmolLM2 run is `make demo`,
 not CI). The script and its helpers are loaded from examples/ by path, as the script itself runs."""
 
 from __future__ import annotations
@@ -161,7 +161,7 @@ def test_bench_learning_script_end_to_end(arithmetic, tiny_model_dir, tmp_path):
     out = tmp_path / "bench"
     extra = ["--allocators", "uniform", "knapsack", "--prompts_per_level", "1", "--epochs", "2"]
     extra += ["--heldout_per_level", "1", "--eval_samples", "2", "--train_eval_samples", "2"]
-    result = _run("bench/bench_learning.py", tiny_model_dir, out, *extra)
+    result = _run("bench/bench_learning_smollm2.py", tiny_model_dir, out, *extra)
     assert "| allocator | engine | generation s / batch | steps |" in result.stdout
     assert "| knapsack | transformers |" in result.stdout
     results = json.loads((out / "results.json").read_text())

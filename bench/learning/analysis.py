@@ -1,0 +1,184 @@
+"""Statistics over seeds: accuracy at equal generated tokens, paired against uniform, with 95% intervals.
+
+Every run's curve is read at the same token checkpoints (linear interpolation between the evaluations around each
+checkpoint; the step that crosses a checkpoint is evaluated, so the gap is at most one step's tokens). Paired
+comparisons subtract uniform's value of the same seed before averaging, which removes what the seed's prompts and
+streams do to both; intervals are Student-t over seeds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+
+# Two-sided 95% Student-t quantiles by degrees of freedom (scipy is not a dependency).
+T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
+       11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 20: 2.086, 30: 2.042}  # fmt: skip
+TABLE_FRACTIONS = (0.25, 0.5, 1.0)
+
+
+def interval(values) -> dict:
+    """Mean and 95% t-interval half-width of ``values`` (half-width None for fewer than 2)."""
+    values = np.asarray([v for v in values if v is not None and np.isfinite(v)], dtype=float)
+    if len(values) == 0:
+        return {"mean": None, "half_width": None, "n": 0}
+    if len(values) < 2:
+        return {"mean": float(values.mean()), "half_width": None, "n": 1}
+    quantile = T95[max(k for k in T95 if k <= len(values) - 1)]
+    return {
+        "mean": float(values.mean()),
+        "half_width": float(quantile * values.std(ddof=1) / np.sqrt(len(values))),
+        "n": len(values),
+    }
+
+
+def accuracy_at(curve: list[list[float]], tokens: np.ndarray) -> np.ndarray:
+    points = np.asarray(curve, dtype=float)
+    return np.interp(tokens, points[:, 0], points[:, 1])
+
+
+def accuracy_at_step(curve: list[list[float]], step: float) -> float:
+    """Accuracy after ``step`` optimizer steps (curve points are [tokens, accuracy, step]; clamped at the ends)."""
+    points = np.asarray(curve, dtype=float)
+    return float(np.interp(step, points[:, 2], points[:, 1]))
+
+
+def tokens_to_reach(curve: list[list[float]], target: float) -> float | None:
+    """The first generated-token count at which the (interpolated) curve reaches ``target``; None if never."""
+    points = np.asarray(curve, dtype=float)
+    above = np.flatnonzero(points[:, 1] >= target)
+    if len(above) == 0:
+        return None
+    i = above[0]
+    if i == 0:
+        return 0.0
+    (t0, a0), (t1, a1) = points[i - 1, :2], points[i, :2]
+    return float(t0 + (target - a0) / (a1 - a0) * (t1 - t0))
+
+
+def _method_summary(runs: dict[int, dict], uniform: dict[int, dict], grid: np.ndarray, budget: int) -> dict:
+    seeds = sorted(set(runs) & set(uniform))
+    mean_accuracy = {s: float(accuracy_at(runs[s]["curve"], grid).mean()) for s in seeds}
+    uniform_mean = {s: float(accuracy_at(uniform[s]["curve"], grid).mean()) for s in seeds}
+    at, paired = {}, {}
+    for fraction in TABLE_FRACTIONS:
+        mine = {s: float(accuracy_at(runs[s]["curve"], np.array([fraction * budget]))[0]) for s in seeds}
+        base = {s: float(accuracy_at(uniform[s]["curve"], np.array([fraction * budget]))[0]) for s in seeds}
+        at[str(fraction)] = interval(mine.values())
+        paired[str(fraction)] = interval(mine[s] - base[s] for s in seeds)
+    targets = {s: float(accuracy_at(uniform[s]["curve"], np.array([budget]))[0]) for s in seeds}
+    reach = {s: tokens_to_reach(runs[s]["curve"], targets[s]) for s in seeds}
+    ratios = [reach[s] / budget for s in seeds if reach[s] is not None]
+    last_step = {s: runs[s]["curve"][-1][2] for s in seeds}
+    return {
+        "seeds": seeds,
+        "accuracy_at": at,
+        "paired_difference_at": paired,
+        "mean_accuracy_over_budget": interval(mean_accuracy.values()),
+        "paired_mean_accuracy_over_budget": interval(mean_accuracy[s] - uniform_mean[s] for s in seeds),
+        "tokens_to_uniform_final_ratio": interval(ratios),
+        "reached_uniform_final": len(ratios),
+        "paired_difference_at_equal_steps": interval(
+            runs[s]["curve"][-1][1] - accuracy_at_step(uniform[s]["curve"], last_step[s]) for s in seeds
+        ),
+        "uniform_shorter_than_run": sum(uniform[s]["curve"][-1][2] < last_step[s] for s in seeds),
+        "tokens_per_completion": interval(
+            runs[s]["generated_tokens"] / runs[s]["generated_completions"] for s in seeds
+        ),
+        "rise": interval(runs[s]["curve"][-1][1] - runs[s]["curve"][0][1] for s in seeds),
+        "effective_gradient_ratio": interval(runs[s]["effective_gradient_ratio"] for s in seeds),
+        "steps": interval(runs[s]["steps"] for s in seeds),
+        "generated_per_trained": interval(
+            runs[s]["generated_completions"] / runs[s]["trained_completions"] for s in seeds
+        ),
+        "wall_seconds": interval(runs[s]["train_seconds"] for s in seeds),
+    }
+
+
+def summarize(records: list[dict], settings) -> dict:
+    """Per method: the statistics above, and the markdown table of docs/benchmarks.md."""
+    by_method: dict[str, dict[int, dict]] = {}
+    for record in records:
+        by_method.setdefault(record["method"], {})[record["seed"]] = record
+    budget = settings.token_budget
+    grid = np.linspace(0, budget, settings.checkpoints + 1)
+    methods = {m: _method_summary(runs, by_method["uniform"], grid, budget) for m, runs in by_method.items()}
+    return {"token_budget": budget, "token_grid": grid.tolist(), "methods": methods, "table": table(methods)}
+
+
+def _fmt(stat: dict, scale: float = 1.0, signed: bool = False) -> str:
+    if stat["mean"] is None:
+        return "n/a"
+    sign = "+" if signed else ""
+    text = f"{stat['mean'] * scale:{sign}.3f}"
+    return text + (f" ± {stat['half_width'] * scale:.3f}" if stat["half_width"] is not None else "")
+
+
+def table(methods: dict[str, dict]) -> str:
+    """Two markdown tables: the outcome at equal generated tokens, then what explains it."""
+    outcome = [
+        "| method | held-out acc. at 25% / 100% of the tokens | paired vs uniform at 25% | at 50% | at 100% | "
+        "mean acc. over the budget, paired vs uniform | tokens to uniform's final acc. (ratio; seeds reaching) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    why = [
+        "| method | steps in the budget | generated / trained completions | tokens per generated completion | "
+        "eff.-grad. ratio | paired vs uniform at equal steps | s / run |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, m in methods.items():
+        reached = f"{_fmt(m['tokens_to_uniform_final_ratio'])} ({m['reached_uniform_final']}/{len(m['seeds'])})"
+        outcome.append(
+            f"| {name} | {_fmt(m['accuracy_at']['0.25'])} / {_fmt(m['accuracy_at']['1.0'])} | "
+            f"{_fmt(m['paired_difference_at']['0.25'], signed=True)} | "
+            f"{_fmt(m['paired_difference_at']['0.5'], signed=True)} | "
+            f"{_fmt(m['paired_difference_at']['1.0'], signed=True)} | "
+            f"{_fmt(m['paired_mean_accuracy_over_budget'], signed=True)} | {reached} |"
+        )
+        short = f" ({m['uniform_shorter_than_run']} clamped)" if m["uniform_shorter_than_run"] else ""
+        why.append(
+            f"| {name} | {_fmt(m['steps'], scale=1.0)} | {m['generated_per_trained']['mean']:.2f} | "
+            f"{m['tokens_per_completion']['mean']:.2f} | {_fmt(m['effective_gradient_ratio'])} | "
+            f"{_fmt(m['paired_difference_at_equal_steps'], signed=True)}{short} | {m['wall_seconds']['mean']:.0f} |"
+        )
+    return "\n".join(outcome) + "\n\n" + "\n".join(why)
+
+
+def write_outputs(records: list[dict], summary: dict, out: Path) -> None:
+    """OUT/results.json (runs and summary, written atomically) and OUT/accuracy_per_token.png."""
+    out.mkdir(parents=True, exist_ok=True)
+    temporary = out / "results.json.tmp"
+    temporary.write_text(json.dumps({"runs": records, "summary": summary}, indent=1))
+    os.replace(temporary, out / "results.json")
+    plot(records, summary, out / "accuracy_per_token.png")
+
+
+def plot(records: list[dict], summary: dict, path: Path) -> None:
+    """Mean held-out accuracy against generated tokens, one line per method, with its 95% band over seeds."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    grid = np.asarray(summary["token_grid"])
+    figure, axis = plt.subplots(figsize=(9, 5.5))
+    for method in summary["methods"]:
+        curves = np.array([accuracy_at(r["curve"], grid) for r in records if r["method"] == method])
+        mean = curves.mean(0)
+        line = axis.plot(grid / 1000, mean, label=method, lw=2.2 if method == "uniform" else 1.4)[0]
+        if len(curves) > 1:
+            half = T95[max(k for k in T95 if k <= len(curves) - 1)] * curves.std(0, ddof=1) / np.sqrt(len(curves))
+            axis.fill_between(grid / 1000, mean - half, mean + half, color=line.get_color(), alpha=0.12)
+    axis.set_xlabel("generated completion tokens (thousands)")
+    axis.set_ylabel("held-out accuracy (exact expected, temperature 1)")
+    axis.set_title(
+        f"Accuracy per token: mean of {len(next(iter(summary['methods'].values()))['seeds'])} seeds, 95% bands"
+    )
+    axis.grid(alpha=0.3)
+    axis.legend(fontsize=8, loc="lower right")
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)

@@ -1,0 +1,160 @@
+"""One benchmark run: a method trains the pretrained model through ``AdaptiveGRPOTrainer`` until it has generated a
+fixed number of completion tokens, with its exact held-out accuracy recorded after every step.
+
+Every run of a seed starts from the same weights, trains on the same prompts and draws from the same random streams
+(TRL's seed); only the method differs. Generated tokens are counted where every generated completion passes: the
+reward function (each procedure scores each completion it generates exactly once, rounds included), from the
+``completion_ids`` TRL hands it, so a method that generates more than it trains pays for all of it.
+
+A run's ``curve`` is a list of ``[generated_tokens, heldout_accuracy, step]``: before training, then after the step
+that crosses each of ``checkpoints`` evenly spaced token counts up to ``token_budget``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import task
+
+# Every method at the library's defaults, except what names the method. Comparable: same budget of completions per
+# generation batch, same steps of training per batch, same optimiser.
+METHODS: dict[str, dict] = {
+    "uniform": {"allocator": "uniform"},
+    "knapsack": {"allocator": "knapsack"},
+    "bayes_knapsack": {"allocator": "bayes_knapsack"},
+    "bayes_knapsack_pilot": {"allocator": "bayes_knapsack", "pilot_rollouts": 2},
+    "bayes_knapsack_pilot_jeffreys": {
+        "allocator": "bayes_knapsack",
+        "pilot_rollouts": 2,
+        "posterior_prior_a": 0.5,
+        "posterior_prior_b": 0.5,
+    },
+    "reinforce_ada_est": {"allocator": "reinforce_ada_est"},
+    "reinforce_ada_seq_balance": {"allocator": "reinforce_ada_seq_balance"},
+    "cero": {"allocator": "cero"},
+    "pilot_commit": {"allocator": "pilot_commit"},
+    "uniform_dynamic_sampling": {"allocator": "uniform", "dynamic_sampling": True},
+}
+
+
+@dataclass
+class RunSettings:
+    """What every run of the benchmark shares (the CPU defaults; bench_learning.py --gpu scales the batch)."""
+
+    train_prompts: int = 128
+    heldout_prompts: int = 1024
+    prompts_per_step: int = 16
+    num_generations: int = 8
+    token_budget: int = 60_000
+    checkpoints: int = 20
+    max_steps: int = 400
+    learning_rate: float = 5e-5
+    device: str = "cpu"
+    extra_config: dict = field(default_factory=dict)
+
+
+class TokenCountingReward:
+    """``task.reward_reversal`` that also counts the completions and tokens it scores (all that is generated)."""
+
+    __name__ = "reward_reversal"
+
+    def __init__(self):
+        self.tokens = 0
+        self.completions = 0
+
+    def __call__(self, completions, answer, completion_ids, **kwargs):
+        self.tokens += sum(len(ids) for ids in completion_ids)
+        self.completions += len(completion_ids)
+        return task.reward_reversal(completions, answer)
+
+
+def training_config(method: str, seed: int, settings: RunSettings, output_dir: str):
+    from trl_adaptive import AdaptiveGRPOConfig
+
+    batch = settings.prompts_per_step * settings.num_generations
+    return AdaptiveGRPOConfig(
+        output_dir=output_dir,
+        **METHODS[method],
+        num_generations=settings.num_generations,
+        generation_batch_size=batch,
+        per_device_train_batch_size=batch,
+        max_completion_length=task.MAX_COMPLETION_TOKENS,
+        temperature=1.0,
+        beta=0.0,
+        learning_rate=settings.learning_rate,
+        lr_scheduler_type="constant",
+        warmup_steps=0,
+        max_steps=settings.max_steps,
+        seed=seed,
+        data_seed=seed,
+        logging_steps=1,
+        save_strategy="no",
+        report_to="none",
+        disable_tqdm=True,
+        use_cpu=settings.device == "cpu",
+        bf16=False,
+        **settings.extra_config,
+    )
+
+
+def run(method: str, seed: int, settings: RunSettings, model_path: str, output_dir: str) -> dict:
+    """Train ``method`` from ``model_path`` on seed ``seed``'s prompts until ``token_budget``; the run's record."""
+    import torch
+    from datasets import Dataset
+    from transformers import AutoTokenizer, PrinterCallback, TrainerCallback
+
+    from trl_adaptive import AdaptiveGRPOTrainer
+
+    train = task.Prompts.draw(settings.train_prompts, seed=1000 + seed).rows
+    heldout = task.Prompts.draw(settings.heldout_prompts, seed=10**6 + seed).rows
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    reward = TokenCountingReward()
+    curve: list[list[float]] = []
+
+    checkpoints = list(np.linspace(0, settings.token_budget, settings.checkpoints + 1)[1:])
+
+    class HeldOut(TrainerCallback):
+        """Exact held-out accuracy after the step that crosses each token checkpoint; stop at the budget."""
+
+        def on_step_end(self, args, state, control, model=None, **kwargs):
+            if checkpoints and reward.tokens >= checkpoints[0]:
+                accuracy = float(task.expected_accuracy(model, tokenizer, heldout).mean())
+                curve.append([reward.tokens, accuracy, state.global_step])
+                while checkpoints and reward.tokens >= checkpoints[0]:
+                    checkpoints.pop(0)
+            if not checkpoints:
+                control.should_training_stop = True
+
+    torch.manual_seed(seed)
+    trainer = AdaptiveGRPOTrainer(
+        model=model_path,
+        reward_funcs=reward,
+        args=training_config(method, seed, settings, output_dir),
+        train_dataset=Dataset.from_list(train),
+    )
+    trainer.remove_callback(PrinterCallback)  # the per-step dict of every metric, 80 runs long
+    trainer.add_callback(HeldOut())
+    curve.append([0, float(task.expected_accuracy(trainer.model, tokenizer, heldout).mean()), 0])
+    start = time.perf_counter()
+    trainer.train()
+    seconds = time.perf_counter() - start
+    logs = [h for h in trainer.state.log_history if "allocation/effective_gradient_ratio" in h]
+    ratio = [h["allocation/effective_gradient_ratio"] for h in logs]
+    rounds_generated = sum(h.get("rounds/generated", 0.0) for h in logs)
+    return {
+        "method": method,
+        "seed": seed,
+        "curve": curve,
+        "steps": trainer.state.global_step,
+        "generated_tokens": reward.tokens,
+        "generated_completions": reward.completions,
+        "trained_completions": trainer.state.global_step * settings.prompts_per_step * settings.num_generations,
+        "final_heldout_accuracy": curve[-1][1],
+        "effective_gradient_ratio": float(np.mean(ratio)) if ratio else None,
+        "train_seconds": seconds,
+        "reached_token_budget": reward.tokens >= settings.token_budget,
+        "rounds_generated": rounds_generated,
+    }

@@ -1,0 +1,157 @@
+"""The accuracy-per-token benchmark (bench/bench_learning.py, bench/learning/): its task, exact evaluation, model
+cache and statistics, its GPU arguments, and ``make bench-learning QUICK=1`` end to end (it fails unless uniform
+learns, so this test can fail)."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import numpy as np
+import pytest
+from helpers import REPO
+from helpers.launch import run_command
+
+sys.path.insert(0, str(REPO / "bench"))
+
+import bench_learning  # noqa: E402
+from learning import analysis, task  # noqa: E402
+from learning.model import Pretraining, build_tokenizer, pretrain, pretrained_model  # noqa: E402
+
+
+def test_reward_is_exactly_the_reversal():
+    assert task.reward_reversal(["cba", "abc", "cbaabc", "cba "], ["cba"] * 4) == [1.0, 0.0, 0.0, 0.0]
+
+
+def test_prompts_are_seeded_and_span_every_length():
+    rows = task.Prompts.draw(400, seed=3).rows
+    assert rows == task.Prompts.draw(400, seed=3).rows != task.Prompts.draw(400, seed=4).rows
+    assert {r["letters"] for r in rows} == set(range(task.MIN_LETTERS, task.MAX_LETTERS + 1))
+    assert all(r["prompt"] == r["answer"][::-1] + "=" and len(r["answer"]) == r["letters"] for r in rows)
+
+
+def test_pretraining_corpus_follows_its_shares_and_wrong_answers():
+    ids, mask = task.pretraining_batch(np.random.default_rng(0), 20_000)
+    correct = {k: [] for k in task.CORRECT_SHARE}
+    for row, learn in zip(ids, mask, strict=True):
+        k = int(np.flatnonzero(row == task.EQUALS)[0])
+        prompt, completion = row[:k], row[learn == 1]
+        assert completion[-1] == task.EOS and (row[: k + 1 + len(completion)] != task.PAD).all()
+        answer = completion[:-1]
+        wrong = prompt if k <= task.WRONG_COPY_MAX else np.concatenate([prompt[::-1], prompt])
+        right = np.array_equal(answer, prompt[::-1])
+        assert right or np.array_equal(answer, wrong)
+        correct[k].append(right)
+    for k, share in task.CORRECT_SHARE.items():
+        if k > 1:  # one letter reversed is the letter copied: k = 1 cannot tell right from wrong
+            assert abs(np.mean(correct[k]) - share) < 4 * np.sqrt(share * (1 - share) / len(correct[k])) + 1e-3
+
+
+def test_tokenizer_is_one_token_per_character_and_round_trips():
+    tokenizer = build_tokenizer()
+    ids = tokenizer("cab=")["input_ids"]
+    assert ids == [task.VOCAB[c] for c in "cab="]
+    assert tokenizer.decode(ids[:3] + [task.EOS, task.PAD], skip_special_tokens=True) == "cab"
+
+
+@pytest.fixture(scope="module")
+def briefly_pretrained():
+    return pretrain(Pretraining(hidden_size=32, layers=2, heads=2, steps=60, batch_size=64), log_every=0)
+
+
+def test_expected_accuracy_is_what_sampling_measures(briefly_pretrained):
+    """The exact expected reward equals the sampled one (within 4.5 standard errors per prompt)."""
+    import torch
+
+    model, tokenizer = briefly_pretrained, build_tokenizer()
+    rows = task.Prompts.draw(6, seed=11).rows
+    exact = task.expected_accuracy(model, tokenizer, rows)
+    assert ((exact > 0) & (exact < 1)).all(), exact
+    samples = 600
+    torch.manual_seed(0)
+    batch = tokenizer([r["prompt"] for r in rows] * samples, return_tensors="pt", padding=True)
+    with torch.no_grad():
+        out = model.generate(
+            **batch, do_sample=True, temperature=1.0, top_k=0, top_p=1.0, max_new_tokens=task.MAX_COMPLETION_TOKENS
+        )
+    texts = tokenizer.batch_decode(out[:, batch["input_ids"].shape[1] :], skip_special_tokens=True)
+    sampled = np.reshape(task.reward_reversal(texts, [r["answer"] for r in rows] * samples), (samples, -1)).mean(0)
+    error = np.sqrt(np.maximum(exact * (1 - exact), 1e-3) / samples)
+    assert (np.abs(sampled - exact) < 4.5 * error).all(), (exact, sampled)
+
+
+def test_pretrained_model_is_cached_by_its_settings(tmp_path):
+    spec = Pretraining(hidden_size=16, layers=1, heads=1, steps=2, batch_size=8)
+    path = pretrained_model(spec, cache_dir=tmp_path)
+    assert (path / "config.json").is_file() and (path / "pretraining.json").is_file()
+    assert pretrained_model(spec, cache_dir=tmp_path) == path and len(list(tmp_path.iterdir())) == 1
+    assert Pretraining(hidden_size=16, layers=1, heads=1, steps=3, batch_size=8).key() != spec.key()
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    assert AutoTokenizer.from_pretrained(path)("ab=")["input_ids"] == [3, 4, 2]
+    assert AutoModelForCausalLM.from_pretrained(path).config.vocab_size == len(task.VOCAB)
+
+
+def test_tokens_to_reach_and_intervals():
+    curve = [[0, 0.5, 0], [1000, 0.6, 1], [2000, 0.8, 2]]
+    assert analysis.tokens_to_reach(curve, 0.7) == pytest.approx(1500)
+    assert analysis.tokens_to_reach(curve, 0.4) == 0.0 and analysis.tokens_to_reach(curve, 0.81) is None
+    stat = analysis.interval([1.0, 2.0, 3.0])
+    assert stat["mean"] == 2.0 and stat["half_width"] == pytest.approx(4.303 * 1.0 / np.sqrt(3))
+    assert analysis.interval([None, float("nan")])["n"] == 0
+
+
+def _record(method, seed, final, tokens=1000):
+    return {
+        "method": method, "seed": seed, "curve": [[0, 0.5, 0], [tokens, final, 10]], "steps": 10,
+        "generated_completions": 200,
+        "generated_tokens": 1000, "trained_completions": 100, "effective_gradient_ratio": 0.5,
+        "train_seconds": 1.0,
+    }  # fmt: skip
+
+
+def test_summary_pairs_each_method_with_uniform_by_seed():
+    settings = bench_learning.RunSettings(token_budget=1000, checkpoints=4)
+    records = [_record("uniform", s, 0.6 + 0.1 * s) for s in range(3)]
+    records += [_record("better", s, 0.65 + 0.1 * s, tokens=1000) for s in range(3)]
+    summary = analysis.summarize(records, settings)
+    better = summary["methods"]["better"]
+    assert better["paired_difference_at"]["1.0"]["mean"] == pytest.approx(0.05)
+    assert better["paired_difference_at"]["1.0"]["half_width"] == pytest.approx(0.0, abs=1e-12)  # same gap each seed
+    assert better["accuracy_at"]["1.0"]["half_width"] > 0.1  # unpaired, the seeds' spread shows
+    # uniform's final accuracy 0.6 + 0.1 s is reached at (0.1 + 0.1 s) / (0.15 + 0.1 s) of the budget
+    assert better["tokens_to_uniform_final_ratio"]["mean"] == pytest.approx(
+        np.mean([0.1 / 0.15, 0.2 / 0.25, 0.3 / 0.35])
+    )
+    assert better["paired_difference_at_equal_steps"]["mean"] == pytest.approx(0.05)  # both end at step 10
+    assert better["tokens_per_completion"]["mean"] == 5.0
+    assert better["generated_per_trained"]["mean"] == 2.0 and summary["table"].count("| better |") == 2
+
+
+def test_gpu_arguments_scale_the_batch_and_budget():
+    """The lent-GPU command parses here (a renamed flag fails CI, not a scarce lease)."""
+    args = bench_learning.build_parser().parse_args(["--gpu", "--seeds", "3", "--methods", "knapsack", "cero"])
+    settings, cpu = bench_learning.settings_from(args), bench_learning.RunSettings()
+    assert settings.device == "cuda" and args.seeds == 3 and args.methods == ["knapsack", "cero"]
+    assert settings.prompts_per_step == 4 * cpu.prompts_per_step and settings.token_budget == 4 * cpu.token_budget
+    assert bench_learning.settings_from(bench_learning.build_parser().parse_args([])) == cpu
+    with pytest.raises(SystemExit):
+        bench_learning.build_parser().parse_args(["--methods", "not_a_method"])
+
+
+@pytest.mark.slow
+def test_quick_benchmark_learns_and_writes_its_results(tmp_path):
+    """``make bench-learning QUICK=1``: uniform and knapsack, one seed; uniform must rise by 15 points."""
+    out = tmp_path / "quick"
+    result = run_command(["make", "-s", "bench-learning", "QUICK=1", f"OUT={out}"], timeout_s=900)
+    assert result.returncode == 0, result.stdout[-4000:]
+    results = json.loads((out / "results.json").read_text())
+    runs = {r["method"]: r for r in results["runs"]}
+    assert set(runs) == {"uniform", "knapsack"} and all(r["seed"] == 0 for r in runs.values())
+    for run in runs.values():
+        tokens = [t for t, _ in run["curve"]]
+        assert tokens == sorted(tokens) and tokens[-1] >= run["settings"]["token_budget"]
+        assert run["generated_completions"] == run["trained_completions"]  # both train what they generate
+    assert runs["uniform"]["curve"][-1][1] - runs["uniform"]["curve"][0][1] >= 0.15
+    assert results["summary"]["methods"]["knapsack"]["seeds"] == [0]
+    assert (out / "accuracy_per_token.png").stat().st_size > 10_000
