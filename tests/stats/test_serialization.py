@@ -107,6 +107,36 @@ def test_inconsistent_states_are_rejected(change, match):
         PromptStatistics(success_threshold=0.5, decay=0.8, prior_alpha=0.5, prior_beta=4.0).load_state_dict(state)
 
 
+def _set(column: str, row: int, value: float):
+    return lambda s: s["columns"][column].__setitem__(row, value)
+
+
+@pytest.mark.parametrize(
+    "change, match",
+    [  # _full_store's rows: ids 10, 11, 13, 14; epoch 1; id 14 has no evidence and no prior
+        (_set("current_attempts", 3, 1), r"current_attempts exceeds total_attempts .*prompt ids \[14\]"),
+        (_set("current_successes", 1, 2), r"current_successes exceeds total_successes .*\[11\]"),
+        (_set("last_attempts", 2, 1), r"last_attempts exceeds total_attempts .*\[13\]"),
+        (_set("current_attempts", 0, 2), r"current_attempts \+ last_attempts exceeds total_attempts .*\[10\]"),
+        (_set("decayed_successes", 1, 2.9), r"decayed_successes exceeds decayed_attempts .*\[11\]"),
+        (_set("decayed_attempts", 2, 5.0), r"decayed_attempts exceeds total_attempts .*\[13\]"),
+        (_set("decayed_successes", 1, 1.5), r"decayed_successes exceeds total_successes .*\[11\]"),
+        (_set("prior_visits", 1, 2), r"prior_visits .*\[11\].*no prior"),
+        (lambda s: s.__setitem__("epoch", 0), r"last_attempts .*epoch 0"),
+        (_set("total_attempts", 0, -1), r"column 'total_attempts' holds negative or non-finite"),
+        (lambda s: s["columns"]["total_attempts"].pop(), r"column 'total_attempts' has 3 entries for 4 prompt ids"),
+    ],
+)
+def test_contradicting_states_are_rejected_naming_the_fields(change, match):
+    """Every invariant of a saved state, within one estimator and between estimators, is checked on load."""
+    state = json.loads(json.dumps(_full_store().state_dict()))
+    change(state)
+    target = PromptStatistics(success_threshold=0.5, decay=0.8, prior_alpha=0.5, prior_beta=4.0)
+    with pytest.raises(ValueError, match=match):
+        target.load_state_dict(state)
+    assert len(target) == 0  # nothing half-loaded
+
+
 @pytest.mark.parametrize("damage", ["truncate", "empty", "binary"])
 def test_corrupt_file_gives_a_clear_error(tmp_path, damage):
     path = tmp_path / "prompt_stats.json"

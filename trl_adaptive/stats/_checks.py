@@ -1,4 +1,4 @@
-"""Checks of the store's settings and inputs, each naming the field it was given as and the fix (NumPy only).
+"""Checks of the store's settings, inputs and saved state, each naming the field and the fix (NumPy only).
 
 The field name is an argument so that one rule serves the store (``decay``) and the trainer config that sets it
 (``est_decay``): both report the name the user wrote.
@@ -73,3 +73,29 @@ def check_duplicates_agree(ids: np.ndarray, values: Sequence[Any], what: str) ->
             raise ValueError(
                 f"prompt id {i} is given two different {what} ({previous!r} and {value!r}); give each prompt id once."
             )
+
+
+DAMAGED = (
+    "The state is damaged or was edited: load an intact copy (e.g. an earlier checkpoint) or start fresh statistics."
+)
+
+
+def check_at_most(
+    ids: np.ndarray, small: str, small_values: np.ndarray, large: str, large_values: np.ndarray, why: str = ""
+) -> None:
+    """A saved state's invariant ``small <= large`` row by row; a ValueError naming both fields, the prompt ids and
+    ``why`` the invariant holds.
+
+    Example:
+        >>> ids, last, total = np.array([4, 5]), np.array([2.0, 3.0]), np.array([2.0, 1.0])
+        >>> check_at_most(ids, "last_attempts", last, "total_attempts", total)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ValueError: PromptStatistics state: last_attempts exceeds total_attempts for prompt ids [5] (3.0 > 1.0). ...
+    """
+    bad = np.flatnonzero(small_values > large_values)
+    if len(bad):
+        first = bad[0]
+        raise ValueError(
+            f"PromptStatistics state: {small} exceeds {large} for prompt ids {ids[bad][:5].tolist()} "
+            f"({float(small_values[first])!r} > {float(large_values[first])!r}){'; ' + why if why else ''}. {DAMAGED}"
+        )

@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from ._checks import DAMAGED
 from .table import RowTable
 
 
@@ -65,14 +66,19 @@ class Columns:
                 table, holds negative or non-finite values, or a fraction in a whole column.
         """
         arrays = {name: column_values(state["columns"], name) for name in self.columns}
-        if any(len(a) != len(self.table) for a in arrays.values()):
-            raise ValueError("PromptStatistics state columns and prompt_ids differ in length.")
-        if any(np.any(~np.isfinite(a) | (a < 0)) for a in arrays.values()):
-            raise ValueError("PromptStatistics state holds negative or non-finite counts.")
-        if any(np.any(arrays[name] != np.round(arrays[name])) for name in self.whole):
-            raise ValueError(f"PromptStatistics state: columns {list(self.whole)} must hold whole numbers.")
+        for name, values in arrays.items():
+            if len(values) != len(self.table):
+                raise ValueError(
+                    f"PromptStatistics state: column {name!r} has {len(values)} entries for {len(self.table)} prompt "
+                    f"ids (one per id). {DAMAGED}"
+                )
+            if np.any(~np.isfinite(values) | (values < 0)):
+                raise ValueError(f"PromptStatistics state: column {name!r} holds negative or non-finite counts.")
+            if name in self.whole and np.any(values != np.round(values)):
+                raise ValueError(f"PromptStatistics state: column {name!r} must hold whole numbers (it counts).")
         self.check(arrays)
         self.table.set_columns(arrays)
 
     def check(self, arrays: Mapping[str, np.ndarray]) -> None:
-        """This part's own invariants on columns about to be loaded (each already finite and >= 0)."""
+        """This part's own invariants on columns about to be loaded (each already finite and >= 0); the rows' prompt
+        ids are ``self.table.ids``."""

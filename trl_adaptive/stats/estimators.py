@@ -25,8 +25,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ._checks import check_decay, check_half_life, check_positive
-from .columns import Columns
+from ._checks import DAMAGED, check_at_most, check_decay, check_half_life, check_positive
+from .columns import Columns, column_values
 from .table import RowTable
 
 
@@ -93,10 +93,21 @@ class EpochRate(Columns):
             return np.where(t > 0, s / t, np.nan)
 
     def check(self, arrays: Mapping[str, np.ndarray]) -> None:
-        """No count of successes above its count of attempts (a rate above 1 would follow)."""
+        """No count of successes above its count of attempts (a rate above 1 would follow), and the epoch in progress
+        and the last completed one, disjoint parts of the run, within the run's totals (successes and failures)."""
+        ids, a = self.table.ids, arrays
         for prefix in ("current", "last", "total"):
-            if np.any(arrays[f"{prefix}_successes"] > arrays[f"{prefix}_attempts"]):
-                raise ValueError(f"PromptStatistics state: {prefix}_successes exceeds {prefix}_attempts.")
+            check_at_most(
+                ids, f"{prefix}_successes", a[f"{prefix}_successes"], f"{prefix}_attempts", a[f"{prefix}_attempts"]
+            )
+        for kind in ("attempts", "successes"):
+            for prefix in ("current", "last"):
+                check_at_most(ids, f"{prefix}_{kind}", a[f"{prefix}_{kind}"], f"total_{kind}", a[f"total_{kind}"])
+            both = a[f"current_{kind}"] + a[f"last_{kind}"]
+            check_at_most(ids, f"current_{kind} + last_{kind}", both, f"total_{kind}", a[f"total_{kind}"])
+        failures = {p: a[f"{p}_attempts"] - a[f"{p}_successes"] for p in ("current", "last", "total")}
+        both = failures["current"] + failures["last"]
+        check_at_most(ids, "current + last failures", both, "total failures", failures["total"])
 
     def state_dict(self) -> dict[str, Any]:
         return {"epoch": self.epoch, **super().state_dict()}
@@ -105,6 +116,11 @@ class EpochRate(Columns):
         epoch = state["epoch"]
         if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
             raise ValueError(f"PromptStatistics state: epoch must be an integer >= 0, got {epoch!r}.")
+        if epoch == 0 and np.any(column_values(state["columns"], "last_attempts") > 0):
+            raise ValueError(
+                "PromptStatistics state: last_attempts > 0 at epoch 0, but no epoch has been completed to be the last "
+                f"one. {DAMAGED}"
+            )
         super().load_state_dict(state)
         self.epoch = epoch
 
@@ -165,6 +181,13 @@ class DecayedRate(Columns):
         n_pos[rows] = self.decay * n_pos[rows] + successes
         n_tot[rows] = self.decay * n_tot[rows] + attempts
         self.table.column("prior_visits")[rows[with_prior]] += 1.0
+
+    def check(self, arrays: Mapping[str, np.ndarray]) -> None:
+        """n_pos <= n_tot: both decay alike and each visit adds s <= t."""
+        ids = self.table.ids
+        check_at_most(
+            ids, "decayed_successes", arrays["decayed_successes"], "decayed_attempts", arrays["decayed_attempts"]
+        )
 
     def restart_prior(self, rows: np.ndarray) -> None:
         """The prior of ``rows`` was replaced: it starts again at full weight (v = 0)."""
@@ -256,13 +279,30 @@ class BetaPosterior(Columns):
 
     def check_within(self, total_successes: np.ndarray, total_attempts: np.ndarray) -> None:
         """The evidence never exceeds the cumulative counts it was taken from (forgetting only shrinks it)."""
-        if np.any(self.table.column("posterior_successes") > total_successes) or np.any(
-            self.table.column("posterior_failures") > total_attempts - total_successes
-        ):
-            raise ValueError(
-                "PromptStatistics state: the posterior's evidence exceeds the cumulative counts (posterior_successes "
-                "> total_successes or posterior_failures > total_attempts - total_successes)."
-            )
+        ids, col, why = self.table.ids, self.table.column, "the posterior's evidence exceeds the cumulative counts"
+        check_at_most(ids, "posterior_successes", col("posterior_successes"), "total_successes", total_successes, why)
+        failures, name = total_attempts - total_successes, "total_attempts - total_successes"
+        check_at_most(ids, "posterior_failures", col("posterior_failures"), name, failures, why)
+
+
+def check_between(table: RowTable) -> None:
+    """The invariants between the parts of a loaded store: every estimator observed the same evidence, so neither
+    Est's decayed counts nor the posterior's evidence exceeds the run's cumulative counts (decay and forgetting only
+    shrink them), and a row counts visits of its prior only while it has one (``prior_visits`` restarts with it).
+
+    Raises:
+        ValueError: naming the two fields and the first prompt ids where an invariant fails.
+    """
+    ids, col = table.ids, table.column
+    for kind in ("attempts", "successes"):
+        check_at_most(ids, f"decayed_{kind}", col(f"decayed_{kind}"), f"total_{kind}", col(f"total_{kind}"))
+    no_prior = np.flatnonzero((col("prior_visits") > 0) & (col("prior_attempts") == 0))
+    if len(no_prior):
+        raise ValueError(
+            f"PromptStatistics state: prior_visits > 0 for prompt ids {ids[no_prior][:5].tolist()}, which have no "
+            f"prior (prior_attempts = 0). {DAMAGED}"
+        )
+    BetaPosterior(table).check_within(col("total_successes"), col("total_attempts"))
 
 
 ESTIMATORS: tuple[type[Columns], ...] = (EpochRate, DecayedRate, BetaPosterior)

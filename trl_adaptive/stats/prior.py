@@ -12,7 +12,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from ._checks import check_duplicates_agree, check_real
+from ._checks import check_at_most, check_duplicates_agree, check_real
 from .columns import Columns
 
 
@@ -92,5 +92,6 @@ class PriorCounts(Columns):
         return rows
 
     def check(self, arrays: Mapping[str, np.ndarray]) -> None:
-        if np.any(arrays["prior_successes"] > arrays["prior_attempts"]):
-            raise ValueError("PromptStatistics state: prior_successes exceeds prior_attempts.")
+        """s0 <= t0: a rate in [0, 1] times the weight."""
+        s0, t0 = arrays["prior_successes"], arrays["prior_attempts"]
+        check_at_most(self.table.ids, "prior_successes", s0, "prior_attempts", t0)

@@ -34,7 +34,7 @@ from ..allocation.base import PromptBatchStats
 from ..sampling.rules import is_success
 from . import dataset as _dataset
 from ._checks import check_real
-from .estimators import BetaPosterior, DecayedRate, EpochRate
+from .estimators import BetaPosterior, DecayedRate, EpochRate, check_between
 from .fingerprints import fingerprint_mismatches, record_fingerprints
 from .prior import PriorCounts
 from .serialization import COLUMNS, check_config_names, config_to_load, read_state, write_state
@@ -331,8 +331,7 @@ class PromptStatistics:
         parts = tuple(part.bind(table) for part in self._parts)
         for part in parts:
             part.load_state_dict(loaded)
-        _, _, posterior, _ = parts
-        posterior.check_within(table.column("total_successes"), table.column("total_attempts"))
+        check_between(table)
         self._table = table
         self._counts, self._decayed, self._posterior, self._prior = parts
 
