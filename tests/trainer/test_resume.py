@@ -229,3 +229,60 @@ def test_resume_true_without_a_complete_checkpoint_explains(tiny_model_dir, tmp_
     with pytest.raises(ValueError, match="no complete checkpoint"):
         _trainer(tiny_model_dir, tmp_path).train(resume_from_checkpoint=True)
     shutil.rmtree(tmp_path / "checkpoint-7")
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# A resume that fails changes nothing; resume_from_checkpoint=True skips states that do not load
+# ---------------------------------------------------------------------------------------------------------------------
+def _files(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def _break_statistics(checkpoint: Path) -> None:
+    """A state file that parses but holds a column one entry short (it cannot be loaded)."""
+    state = json.loads((checkpoint / ADAPTIVE_STATE_FILE).read_text())
+    state["statistics"]["columns"]["total_attempts"].pop()
+    (checkpoint / ADAPTIVE_STATE_FILE).write_text(json.dumps(state))
+
+
+@pytest.mark.parametrize("fault", ["mistyped_path", "other_success_threshold", "damaged_state", "invalid_state"])
+def test_a_failed_resume_changes_no_file_of_the_run(tiny_model_dir, tmp_path, fault):
+    """A resume that fails before its first step leaves prompt_statistics.json (and every other file) as it was."""
+    _trainer(tiny_model_dir, tmp_path, max_steps=2).train()
+    checkpoint, overrides = tmp_path / "checkpoint-2", {}
+    if fault == "mistyped_path":
+        checkpoint = tmp_path / "checkpoint-20"
+    elif fault == "other_success_threshold":
+        overrides = {"success_threshold": 0.5}
+    elif fault == "damaged_state":
+        (checkpoint / ADAPTIVE_STATE_FILE).write_text('{"format_version": 2, "allocator": {"name": "knaps')
+    else:
+        _break_statistics(checkpoint)
+    before = _files(tmp_path)
+    assert json.loads(before["prompt_statistics.json"])["prompt_ids"]  # the run's statistics, not an empty store
+    with pytest.raises((ValueError, FileNotFoundError)):
+        _trainer(tiny_model_dir, tmp_path, max_steps=3, **overrides).train(resume_from_checkpoint=str(checkpoint))
+    assert _files(tmp_path) == before
+
+
+def test_resume_true_skips_a_newest_state_that_does_not_load(tiny_model_dir, tmp_path):
+    """The newest checkpoint's state parses but cannot be loaded: a warning names it and why, and the run resumes
+    from the previous one, ending as the uninterrupted run did."""
+    reference = _trainer(tiny_model_dir, tmp_path / "reference")
+    reference.train()
+    _trainer(tiny_model_dir, tmp_path / "run").train()
+    _break_statistics(tmp_path / "run" / "checkpoint-4")
+    resumed = _trainer(tiny_model_dir, tmp_path / "run")
+    with pytest.warns(UserWarning, match=r"checkpoint-4 \(.*total_attempts.*resuming from .*checkpoint-3"):
+        resumed.train(resume_from_checkpoint=True)
+    assert resumed.prompt_statistics.state_dict() == reference.prompt_statistics.state_dict()
+
+
+def test_resume_true_when_no_checkpoint_loads_names_why_without_a_circular_remedy(tiny_model_dir, tmp_path):
+    _trainer(tiny_model_dir, tmp_path, max_steps=2).train()
+    before = _files(tmp_path)
+    match = r"checkpoint-2, checkpoint-1 \(.*success_threshold=1.0 but this run has success_threshold=0.5"
+    with pytest.raises(ValueError, match=match) as error:
+        _trainer(tiny_model_dir, tmp_path, max_steps=3, success_threshold=0.5).train(resume_from_checkpoint=True)
+    assert "Resume from an earlier checkpoint" not in str(error.value)  # there is none to fall back to
+    assert _files(tmp_path) == before

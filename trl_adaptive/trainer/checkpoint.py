@@ -32,7 +32,7 @@ def write_state(folder: str, state: dict[str, Any]) -> str:
 def read_state(path: str) -> dict[str, Any]:
     """Read and check ``adaptive_state.json``; every failure names the file and what to do."""
     remedy = (
-        "Resume from an earlier checkpoint (resume_from_checkpoint=True picks the newest complete one), or delete "
+        "Resume from an earlier checkpoint (resume_from_checkpoint=True picks the newest one that loads), or delete "
         "this checkpoint folder."
     )
     state = read_json(path, "AdaptiveGRPOTrainer state file", remedy)

@@ -3,11 +3,13 @@ epoch bookkeeping, in ``adaptive_state.json`` (written atomically by ``checkpoin
 
 from __future__ import annotations
 
+import copy
 import os
+import warnings
 from typing import TYPE_CHECKING, Any
 
 from ..allocation import Allocator
-from ..run_files import ADAPTIVE_STATE_FILE, TRAINER_STATE_FILE
+from ..run_files import ADAPTIVE_STATE_FILE, TRAINER_STATE_FILE, checkpoint_folders
 from ..stats import PromptStatistics
 from .checkpoint import is_complete, newest_complete_checkpoint, read_state, write_state
 from .config import STORE_SETTING_FIELDS, AdaptiveGRPOConfig
@@ -73,28 +75,108 @@ def resume_position(
     return position
 
 
-def load_adaptive_state(trainer: AdaptiveGRPOTrainer, path: str) -> None:
-    """Restore what :func:`save_adaptive_state` wrote; refuses statistics of other prompts (fingerprints)."""
+def restorable_state(trainer: AdaptiveGRPOTrainer, path: str, remedy: str = "") -> dict[str, Any]:
+    """The state of ``path``, checked by loading it into copies of the trainer's store, allocator and procedure
+    (the trainer is not changed); a ValueError that says what cannot be restored, then ``remedy``."""
     state: dict[str, Any] = read_state(path)
     if state["allocator"]["name"] != trainer.allocator.name:
         raise ValueError(
             f"{path} was written with allocator {state['allocator']['name']!r} but this run uses "
             f"{trainer.allocator.name!r}; resume with the same allocator."
         )
+    _check_saved_settings(state["statistics"], trainer.prompt_statistics.config, path)
+    store = PromptStatistics(**trainer.prompt_statistics.config)
     try:
-        trainer.prompt_statistics.load_state_dict(state["statistics"])
+        store.load_state_dict(state["statistics"])
         if isinstance(trainer.allocator, Allocator):
-            trainer.allocator.load_state_dict(state["allocator"]["state"])
-        trainer.procedure.load_state_dict(state.get("procedure", {}))
-    except (KeyError, TypeError, ValueError) as error:
+            copy.deepcopy(trainer.allocator).load_state_dict(state["allocator"]["state"])
+        copy.deepcopy(trainer.procedure).load_state_dict(state.get("procedure", {}))
+    except (AttributeError, KeyError, TypeError, ValueError) as error:
+        raise ValueError(f"{path}: cannot restore the per-prompt statistics ({error}).{remedy}") from None
+    trainer.training_prompts.attach(store, path)  # refuses statistics of other prompts
+    return state
+
+
+def _check_saved_settings(statistics: Any, config: dict[str, Any], path: str) -> None:
+    """The statistics settings the checkpoint was written with are this run's, named as the config names them."""
+    saved = statistics.get("config") if isinstance(statistics, dict) else None
+    if not isinstance(saved, dict):
+        return  # load_state_dict names what is wrong
+    differ = [(STORE_SETTING_FIELDS[k], saved[k], v) for k, v in config.items() if k in saved and saved[k] != v]
+    if differ:
         raise ValueError(
-            f"{path}: cannot restore the per-prompt statistics ({error}). Resume from an earlier checkpoint, or "
-            f"check that this run's statistics settings ({', '.join(STORE_SETTING_FIELDS.values())}) match the "
-            "saved run's."
-        ) from None
+            f"{path} was written with "
+            + ", ".join(f"{field}={old!r}" for field, old, _ in differ)
+            + " but this run has "
+            + ", ".join(f"{field}={new!r}" for field, _, new in differ)
+            + ": the saved counts would mean something else. Set "
+            + ", ".join(f"{field}={old!r}" for field, old, _ in differ)
+            + " to resume this run, or start without resume_from_checkpoint (fresh statistics)."
+        )
+
+
+def load_adaptive_state(trainer: AdaptiveGRPOTrainer, path: str) -> None:
+    """Restore what :func:`save_adaptive_state` wrote; refuses statistics of other prompts (fingerprints). Nothing
+    changes when a check fails (:func:`restorable_state` checks everything first)."""
+    remedy = (
+        " Resume from an earlier checkpoint, or check that this run's statistics settings "
+        f"({', '.join(STORE_SETTING_FIELDS.values())}) match the saved run's."
+    )
+    state = restorable_state(trainer, path, remedy)
+    trainer.prompt_statistics.load_state_dict(state["statistics"])
+    if isinstance(trainer.allocator, Allocator):
+        trainer.allocator.load_state_dict(state["allocator"]["state"])
+    trainer.procedure.load_state_dict(state.get("procedure", {}))
     trainer.training_prompts.attach(trainer.prompt_statistics, path)
     trainer._epochs_closed = int(state.get("epochs_closed", trainer.prompt_statistics.epoch))
     trainer.refresh_success_rate_column()
+
+
+def checkpoint_to_resume(trainer: AdaptiveGRPOTrainer) -> str:
+    """``resume_from_checkpoint=True``: the newest checkpoint of ``output_dir`` whose state this run can restore.
+
+    Newer checkpoints that are incomplete (a save was interrupted) or whose ``adaptive_state.json`` does not load
+    are skipped with one warning that names each and why; a ValueError with every reason when none can be resumed.
+    """
+    skipped: dict[str, list[str]] = {}  # reason -> checkpoint names, newest first
+    folders = checkpoint_folders(trainer.args.output_dir)
+    for folder in folders:
+        name = os.path.basename(folder)
+        if not is_complete(folder):
+            reason = (
+                f"an incomplete checkpoint: a save was interrupted, {TRAINER_STATE_FILE} or {ADAPTIVE_STATE_FILE} "
+                "is missing or unreadable"
+            )
+            skipped.setdefault(reason, []).append(name)
+            continue
+        path = os.path.join(folder, ADAPTIVE_STATE_FILE)
+        try:
+            restorable_state(trainer, path)
+        except ValueError as error:
+            skipped.setdefault(str(error).replace(path, ADAPTIVE_STATE_FILE).rstrip("."), []).append(name)
+            continue
+        if skipped:
+            warnings.warn(
+                f"Skipping checkpoint(s) that cannot be resumed: {_listed(skipped)}; resuming from {folder}. "
+                "The skipped folders can be deleted.",
+                stacklevel=3,
+            )
+        return folder
+    if not any(is_complete(folder) for folder in folders):
+        raise ValueError(
+            f"resume_from_checkpoint=True but {trainer.args.output_dir} holds no complete checkpoint-N folder "
+            f"(one with {TRAINER_STATE_FILE} and {ADAPTIVE_STATE_FILE}). Start without resume_from_checkpoint."
+        )
+    raise ValueError(
+        f"resume_from_checkpoint=True but no checkpoint of {trainer.args.output_dir} can be resumed by this run: "
+        f"{_listed(skipped)}. No older checkpoint is left to fall back to: make this run's settings match the "
+        "saved run's where a reason names them, or start without resume_from_checkpoint (fresh statistics)."
+    )
+
+
+def _listed(skipped: dict[str, list[str]]) -> str:
+    """``checkpoint-4, checkpoint-3 (why); checkpoint-2 (why)``: each reason once, after the checkpoints it fits."""
+    return "; ".join(f"{', '.join(names)} ({reason})" for reason, names in skipped.items())
 
 
 def load_checkpoint_state(trainer: AdaptiveGRPOTrainer, checkpoint: str) -> None:
@@ -111,3 +193,4 @@ def load_checkpoint_state(trainer: AdaptiveGRPOTrainer, checkpoint: str) -> None
         )
     load_adaptive_state(trainer, os.path.join(checkpoint, ADAPTIVE_STATE_FILE))
     trainer._close_epochs_through(trainer._resumed_epochs_trained)
+    trainer.statistics_hold_the_run = True

@@ -28,13 +28,12 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from trl import GRPOTrainer
 
 from ..allocation import Allocator
-from ..run_files import ADAPTIVE_STATE_FILE, FINAL_STATISTICS_FILE, TRAINER_STATE_FILE
+from ..run_files import FINAL_STATISTICS_FILE
 from ..sampling import BatchRun, Outcome, Procedure
 from ..serving.vllm_cpu import cpu_vllm_construction, use_reload_for_colocate
 from ..stats import PromptStatistics
 from .advantages import group_advantages
 from .callback import SuccessRateCallback
-from .checkpoint import newest_complete_checkpoint
 from .config import AdaptiveGRPOConfig
 from .dispatch import dispatch_order, rank_slice
 from .inputs import (
@@ -47,6 +46,7 @@ from .inputs import (
 from .metrics import completion_scale, log_allocation, log_rounds, record_allocation
 from .model_card import extend_model_card
 from .persistence import (
+    checkpoint_to_resume,
     initial_statistics,
     load_adaptive_state,
     load_checkpoint_state,
@@ -130,6 +130,7 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
         self._current_epoch = 0
         self._epoch_start_step = 0  # global step at which the current epoch began: where a stream resumes
         self._resumed_epochs_trained = 0
+        self.statistics_hold_the_run = True  # False from a resume's start until its checkpoint is restored
         self._replay: tuple | None = None  # (what _generate returns, gathered rewards) for the pass after rounds
         self._capture: list | None = None  # set by rounds.run_round: _generate hands its output over and stops
         self._round_rewards: torch.Tensor | None = None  # every completion of this batch's rounds (Seq's baseline)
@@ -205,15 +206,13 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
         return resume_position(self, position, resume_from_checkpoint)
 
     def train(self, resume_from_checkpoint: str | bool | None = None, *args, **kwargs):
-        """``resume_from_checkpoint=True`` resumes from the newest COMPLETE checkpoint (see ``checkpoint.py``), and
-        the final ``prompt_statistics.json`` is written however training ends (finished, stopped or interrupted)."""
+        """``resume_from_checkpoint=True`` resumes from the newest checkpoint whose state this run can restore
+        (``persistence.checkpoint_to_resume``), and the final ``prompt_statistics.json`` is written however training
+        ends (finished, stopped or interrupted), but not by a resume that failed before restoring the statistics."""
         if resume_from_checkpoint is True:
-            resume_from_checkpoint = newest_complete_checkpoint(self.args.output_dir)
-            if resume_from_checkpoint is None:
-                raise ValueError(
-                    f"resume_from_checkpoint=True but {self.args.output_dir} holds no complete checkpoint-N folder "
-                    f"(one with {TRAINER_STATE_FILE} and {ADAPTIVE_STATE_FILE}). Start without resume_from_checkpoint."
-                )
+            resume_from_checkpoint = checkpoint_to_resume(self)
+        # A resume holds the run's statistics only once its checkpoint is restored (load_checkpoint_state).
+        self.statistics_hold_the_run = resume_from_checkpoint in (None, False)
         try:
             return super().train(resume_from_checkpoint, *args, **kwargs)
         finally:
@@ -417,8 +416,9 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
         load_adaptive_state(self, path)
 
     def save_final_statistics(self) -> None:
-        """Write the store to ``output_dir/prompt_statistics.json`` (main process), atomically."""
-        if self.args.should_save:
+        """Write the store to ``output_dir/prompt_statistics.json`` (main process), atomically; nothing while a
+        resume has not restored its checkpoint's statistics (the file keeps the run's, not an empty store)."""
+        if self.args.should_save and self.statistics_hold_the_run:
             self.prompt_statistics.save(os.path.join(self.args.output_dir, FINAL_STATISTICS_FILE))
 
     def _close_epochs_through(self, epoch: int) -> None:
