@@ -103,7 +103,8 @@ def test_a_line_cut_short_by_a_crash_loses_no_later_record(tmp_path):
     from trl_adaptive.trainer.allocation_log import append_allocation_record
 
     def record(step):
-        return {"step": step, "epoch": 0, "prompt_ids": [0], "counts": [4], "successes": [1], "attempts": [4]}
+        return {"step": step, "epoch": 0, "prompt_ids": [0], "counts": [4], "success_rates": [None], "successes": [1],
+                "attempts": [4]}  # fmt: skip
 
     for step in range(3):
         append_allocation_record(str(tmp_path), record(step))
@@ -113,6 +114,96 @@ def test_a_line_cut_short_by_a_crash_loses_no_later_record(tmp_path):
     for step in (3, 4):  # resumed from the step-3 checkpoint
         append_allocation_record(str(tmp_path), record(step))
     assert [r["step"] for r in read_allocation_log(str(path))] == [0, 1, 2, 3, 4]
+
+
+def _summary_notes(out: Path) -> str:
+    (s,) = json.loads((out / "report.json").read_text())["runs"]
+    return " ".join(s["missing"])
+
+
+def test_unreadable_allocation_lines_are_counted_and_named(tmp_path, capsys):
+    """Bad lines in the middle of allocations.jsonl (garbage, a missing key, a wrong type, non-UTF-8 bytes, successes
+    above attempts) are left out, counted and named by line number; the valid records are read as before."""
+    run_dir, out = _write_json_run(tmp_path / "run"), tmp_path / "out"
+    path = run_dir / ALLOCATION_LOG_FILE
+    good = path.read_bytes().splitlines(keepends=True)
+    record = json.loads(good[0])
+    bad = [
+        b"garbage\n",
+        json.dumps({k: v for k, v in record.items() if k != "counts"}).encode() + b"\n",
+        json.dumps({**record, "step": "two"}).encode() + b"\n",
+        b'{"step": 0, "epoch": 0, "prompt_ids": [0], "counts": [4], "\xff\xfe": 1}\n',
+        json.dumps({**record, "step": 7, "successes": [5, 0]}).encode() + b"\n",
+    ]
+    path.write_bytes(b"".join(good[:2] + bad + good[2:]))  # bad lines are lines 3 to 7
+    assert cli_main(["report", str(run_dir), "-o", str(out)]) == 0
+    err = capsys.readouterr().err
+    for text in (err, _summary_notes(out)):
+        assert "5 of 9 lines" in text and "lines 3, 4, 5, 6, 7" in text, text
+        assert "'counts'" in text and "step" in text and "UTF-8" in text and "successes" in text, text
+    (s,) = json.loads((out / "report.json").read_text())["runs"]
+    assert s["generation_batches"] == 4 and s["epochs"] == 2 and s["converted_from_p0"] == 1
+
+
+@pytest.mark.parametrize("content", [b"garbage\nmore garbage\n", b"\xff\xfe\x00\n", b'{"step": 0}\n[1, 2]\n'])
+def test_an_allocation_log_of_garbage_is_not_empty(tmp_path, capsys, content):
+    """Nothing usable in allocations.jsonl is an error that says so (exit 1), not an empty log with exit 0."""
+    run_dir = _write_json_run(tmp_path / "run")
+    (run_dir / ALLOCATION_LOG_FILE).write_bytes(content)
+    assert cli_main(["report", str(run_dir), "-o", str(tmp_path / "out")]) == 1
+    err = capsys.readouterr().err
+    assert "allocations.jsonl" in err and "could not be read" in err and "empty" not in err, err
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "damage, expected",
+    [
+        (lambda state: b"{not json", "truncated or corrupt"),
+        (lambda state: b"\xff\xfe garbage", "truncated or corrupt"),
+        (lambda state: json.dumps({**state, "epoch": "one"}).encode(), "epoch"),
+        (
+            lambda state: json.dumps({**state, "columns": {**state["columns"], "total_successes": [9, 0]}}).encode(),
+            "total_successes exceeds total_attempts",
+        ),
+    ],
+)
+def test_damaged_statistics_are_reported_as_damaged_not_missing(tmp_path, capsys, damage, expected):
+    """prompt_statistics.json is read through PromptStatistics' own checks: a damaged file is named with why."""
+    run_dir, out = _write_json_run(tmp_path / "run"), tmp_path / "out"
+    stats = PromptStatistics()
+    stats.update([0, 0, 1], [1.0, 0.0, 0.0])
+    (run_dir / "prompt_statistics.json").write_bytes(damage(stats.state_dict()))
+    assert cli_main(["report", str(run_dir), "-o", str(out)]) == 0
+    err = capsys.readouterr().err
+    notes = _summary_notes(out)
+    for text in (err, notes):
+        assert "prompt_statistics.json could not be read" in text and expected in text, text
+        assert "No prompt_statistics.json" not in text
+    (s,) = json.loads((out / "report.json").read_text())["runs"]
+    assert "never_solved" not in s  # nothing taken from a file loading refuses
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"\xff\xfe garbage",
+        b"[1, 2]",
+        json.dumps({"global_step": "4", "log_history": []}).encode(),
+        json.dumps({"global_step": 4, "log_history": [{"allocation/effective_gradient_ratio": 0.5}]}).encode(),
+        json.dumps(
+            {"global_step": 4, "log_history": [{"step": 1, "allocation/effective_gradient_ratio": "x"}]}
+        ).encode(),
+    ],
+)
+def test_a_damaged_trainer_state_is_named_without_a_traceback(tmp_path, capsys, content):
+    run_dir, out = _write_json_run(tmp_path / "run"), tmp_path / "out"
+    (run_dir / TRAINER_STATE_FILE).write_bytes(content)
+    assert cli_main(["report", str(run_dir), "-o", str(out)]) == 0  # allocations.jsonl still gives the ratios
+    err = capsys.readouterr().err
+    assert "trainer_state.json could not be read" in err, err
+    (s,) = json.loads((out / "report.json").read_text())["runs"]
+    assert s["ratio_source"] == "allocations.jsonl" and s["steps"] == 4
 
 
 def test_checkpoint_prefix_is_transformers():

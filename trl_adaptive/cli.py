@@ -30,7 +30,7 @@ def _report(args: argparse.Namespace) -> int:
     for run_dir, label in zip(args.run_dirs, labels, strict=True):
         try:
             runs.append(load_run(run_dir, label))
-        except FileNotFoundError as err:
+        except (FileNotFoundError, ValueError) as err:  # nothing usable: missing, or damaged past reading
             print(f"error: {err}", file=sys.stderr)
             return 1
     names = [r.label for r in runs]

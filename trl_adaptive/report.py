@@ -24,7 +24,9 @@ Example:
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -38,9 +40,12 @@ from .run_files import (
     REPORT_DATA_FILE,
     REPORT_SUMMARY_FILE,
     TRAINER_STATE_FILE,
+    adaptive_state_problem,
     checkpoint_folders,
-    read_allocation_log,
-    read_json_or_none,
+    read_json_checked,
+    scan_allocation_log,
+    statistics_problem,
+    trainer_state_problem,
 )
 
 RATIO_KEYS = {
@@ -69,7 +74,12 @@ class RunData:
 # Reading a run folder
 # ---------------------------------------------------------------------------------------------------------------------
 def load_run(run_dir: str | Path, label: str | None = None) -> RunData:
-    """Read a run's ``output_dir``. Missing files become notes; raises only when there is nothing to report."""
+    """Read a run's ``output_dir``. Missing or damaged files become notes that say what could not be read and why.
+
+    Raises:
+        FileNotFoundError: when ``run_dir`` is not a folder, or holds neither file to report from.
+        ValueError: when ``allocations.jsonl`` holds lines but none of them can be read, or nothing readable is left.
+    """
     path = Path(run_dir)
     if not path.is_dir():
         raise FileNotFoundError(f"{path} is not a folder: pass the output_dir of an AdaptiveGRPOTrainer run.")
@@ -79,8 +89,9 @@ def load_run(run_dir: str | Path, label: str | None = None) -> RunData:
     _read_trainer_logs(run, checkpoints)
     _read_statistics(run, checkpoints)
     if run.records is None and run.log_history is None:
-        raise FileNotFoundError(
-            f"Nothing to report in {path}: neither {ALLOCATION_LOG_FILE} nor any {TRAINER_STATE_FILE}. "
+        damaged = any("could not be read" in note for note in run.notes)
+        raise (ValueError if damaged else FileNotFoundError)(
+            f"Nothing to report in {path}: no readable {ALLOCATION_LOG_FILE} and no readable {TRAINER_STATE_FILE}. "
             + " ".join(run.notes)
         )
     return run
@@ -89,7 +100,15 @@ def load_run(run_dir: str | Path, label: str | None = None) -> RunData:
 def _read_allocations(run: RunData) -> None:
     log_path = run.path / ALLOCATION_LOG_FILE
     if log_path.exists():
-        run.records = read_allocation_log(log_path) or None
+        log = scan_allocation_log(log_path)
+        if log.lines and not log.records:
+            raise ValueError(
+                f"{log_path} could not be read: none of its {log.lines} lines is a usable record. {log.describe()} "
+                f"Repair the file, or move it away to report from {TRAINER_STATE_FILE} alone."
+            )
+        if log.unreadable:
+            run.notes.append(log.describe())
+        run.records = log.records or None
     if run.records is None:
         run.notes.append(
             f"No {ALLOCATION_LOG_FILE} (or it is empty) in {run.path}: the run was made with log_allocations=False "
@@ -98,16 +117,29 @@ def _read_allocations(run: RunData) -> None:
         )
 
 
+def _read_checked(run: RunData, path: Path, problem: Callable[[Any], str | None]) -> Any:
+    """The parsed file, or None when it is missing or fails ``problem`` (then a note says why)."""
+    value, why = read_json_checked(path)
+    if why is None and value is not None:
+        why = problem(value)
+    if why is not None:
+        run.notes.append(f"{path.relative_to(run.path)} could not be read and was left out: {why}.")
+        return None
+    return value
+
+
 def _read_trainer_logs(run: RunData, checkpoints: list[Path]) -> None:
-    """The newest ``trainer_state.json`` (largest global step) of the run folder and its checkpoints."""
+    """The newest readable ``trainer_state.json`` (largest global step) of the run folder and its checkpoints."""
+    keys = (*RATIO_KEYS.values(), "generation/seconds")
     paths = [folder / TRAINER_STATE_FILE for folder in [run.path, *checkpoints]]
-    loaded = [(p, state) for p in paths if (state := read_json_or_none(p)) is not None]
+    check = partial(trainer_state_problem, metric_keys=keys)
+    loaded = [(p, state) for p in paths if (state := _read_checked(run, p, check)) is not None]
     if not loaded:
         run.notes.append(
-            f"No {TRAINER_STATE_FILE} in {run.path} or its checkpoint-* folders (HF Trainer writes it at each "
-            "checkpoint and on trainer.save_state()): the run stopped before its first checkpoint, or saved none "
-            f"and never called trainer.save_state(). The gradient-ratio figure is computed from {ALLOCATION_LOG_FILE} "
-            "instead (exact for 0/1 rewards)."
+            f"No {'readable ' * any(p.exists() for p in paths)}{TRAINER_STATE_FILE} in {run.path} or its "
+            "checkpoint-* folders (HF Trainer writes it at each checkpoint and on trainer.save_state()): the run "
+            "stopped before its first checkpoint, or saved none and never called trainer.save_state(). The "
+            f"gradient-ratio figure is computed from {ALLOCATION_LOG_FILE} instead (exact for 0/1 rewards)."
         )
         return
     source, state = max(loaded, key=lambda item: item[1].get("global_step", 0))
@@ -124,28 +156,29 @@ def _read_trainer_logs(run: RunData, checkpoints: list[Path]) -> None:
 
 
 def _read_statistics(run: RunData, checkpoints: list[Path]) -> None:
-    """The final statistics, else the newest checkpoint's; the allocator's name from the newest checkpoint."""
-    if (stats := read_json_or_none(run.path / FINAL_STATISTICS_FILE)) is not None:
+    """The final statistics, else the newest checkpoint's, each through PromptStatistics' own checks (a file that
+    loading refuses is named, not used); the allocator's name from the newest readable checkpoint."""
+    stats = _read_checked(run, run.path / FINAL_STATISTICS_FILE, statistics_problem)
+    if stats is not None:
         run.statistics, run.statistics_source = stats, FINAL_STATISTICS_FILE
     for checkpoint in checkpoints:
-        adaptive = read_json_or_none(checkpoint / ADAPTIVE_STATE_FILE)
+        adaptive = _read_checked(run, checkpoint / ADAPTIVE_STATE_FILE, adaptive_state_problem)
         if adaptive is None:
             continue
-        run.allocator = adaptive.get("allocator", {}).get("name")
+        run.allocator = adaptive["allocator"]["name"]
         if run.statistics is None:
-            run.statistics = adaptive.get("statistics")
+            run.statistics = adaptive["statistics"]
             run.statistics_source = str((checkpoint / ADAPTIVE_STATE_FILE).relative_to(run.path))
         break
+    unreadable = (run.path / FINAL_STATISTICS_FILE).exists()
+    final = f"{FINAL_STATISTICS_FILE} unreadable" if unreadable else f"No {FINAL_STATISTICS_FILE}"
     if run.statistics is None:
         run.notes.append(
-            f"No {FINAL_STATISTICS_FILE} (written when training ends) and no checkpoint {ADAPTIVE_STATE_FILE} in "
-            f"{run.path}: the final per-prompt statistics are not in the summary."
+            f"{final} (written when training ends) and no readable checkpoint {ADAPTIVE_STATE_FILE} in {run.path}: "
+            "the final per-prompt statistics are not in the summary."
         )
     elif run.statistics_source != FINAL_STATISTICS_FILE:
-        run.notes.append(
-            f"No {FINAL_STATISTICS_FILE} (written when training ends): final statistics taken from "
-            f"{run.statistics_source}."
-        )
+        run.notes.append(f"{final} (written when training ends): final statistics taken from {run.statistics_source}.")
 
 
 # ---------------------------------------------------------------------------------------------------------------------

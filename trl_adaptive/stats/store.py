@@ -370,6 +370,13 @@ class PromptStatistics:
         return cls._from_state(state, str(path), expected_config)
 
     @classmethod
+    def from_state_dict(cls, state: Any, source: str = "state", **expected_config: float | None) -> PromptStatistics:
+        """A store built from a :meth:`state_dict` (e.g. a checkpoint's ``adaptive_state.json["statistics"]``) with
+        the config saved in it, through every check of :meth:`load`; errors name ``source``."""
+        check_config_names(expected_config)
+        return cls._from_state(state, source, expected_config)
+
+    @classmethod
     def _from_state(cls, state: Any, source: str, expected_config: dict[str, float | None]) -> PromptStatistics:
         config = config_to_load(state, source, expected_config)
         try:
