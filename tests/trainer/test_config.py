@@ -69,6 +69,10 @@ def test_trl_parser_reads_the_new_fields(tmp_path):
         ({"min_rollouts": 1}, "min_rollouts=1"),
         ({"max_rollouts": 3}, "num_generations=4 is the average"),
         ({"min_rollouts": 5, "max_rollouts": 8}, "num_generations=4 is the average"),
+        (
+            {"allocator": "knapsack", "allocator_kwargs": {"max_rollouts": 3}},
+            "num_generations=4 is the average .* allocator_kwargs sets max_rollouts=3",
+        ),
         ({"allocator_kwargs": "{not json"}, "allocator_kwargs is not valid JSON"),
         ({"num_generations": 1}, "at least 2 generations"),
         ({"prompt_id_column": "x", "success_rate_column": "x"}, "different names"),

@@ -253,15 +253,18 @@ class AdaptiveGRPOConfig(GRPOConfig):
                     f"allocator_kwargs sets {bound}={given} but the config has {bound}={getattr(self, bound)}. Set "
                     f"it once: use the config field {bound} and remove it from allocator_kwargs."
                 )
-        max_rollouts = self.max_rollouts if self.max_rollouts is not None else self.num_generations
+        given = (self.allocator_kwargs or {}).get("max_rollouts")
+        max_rollouts = next((m for m in (self.max_rollouts, given) if m is not None), self.num_generations)
+        where = "allocator_kwargs sets" if self.max_rollouts is None and given is not None else "the config has"
         check_rollout_bounds(self.min_rollouts, max_rollouts)
         if not self.min_rollouts <= self.num_generations <= max_rollouts:
             prompts = self.generation_batch_size // self.num_generations
             raise ValueError(
                 f"num_generations={self.num_generations} is the average completions per prompt, so the budget of "
                 f"{self.generation_batch_size} completions over {prompts} prompts needs min_rollouts <= "
-                f"num_generations <= max_rollouts, but min_rollouts={self.min_rollouts} and "
-                f"max_rollouts={self.max_rollouts}. Change num_generations or the bounds."
+                f"num_generations <= max_rollouts, but the config has min_rollouts={self.min_rollouts} and {where} "
+                f"max_rollouts={self.max_rollouts if where == 'the config has' else given}. Change num_generations "
+                "or the bounds."
             )
 
     def strategy_kwargs(self) -> dict[str, Any]:
