@@ -1,6 +1,6 @@
 """The demo (examples/demo.py and its helpers in examples/demo_utils/): dataset, reward, model cache, recipe; and
-examples/demo.py and bench/bench_learning_smollm2.py run end to end on the tiny model (the real SmolLM2 run is `make demo`,
-not CI). The script and its helpers are loaded from examples/ by path, as the script itself runs."""
+examples/demo.py and bench/bench_learning_smollm2.py run end to end on the tiny model (the real SmolLM2 run is
+`make demo`, not CI). The script and its helpers are loaded from examples/ by path, as the script itself runs."""
 
 from __future__ import annotations
 
