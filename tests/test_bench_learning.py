@@ -114,18 +114,27 @@ def test_summary_pairs_each_method_with_uniform_by_seed():
     settings = bench_learning.RunSettings(token_budget=1000, checkpoints=4)
     records = [_record("uniform", s, 0.6 + 0.1 * s) for s in range(3)]
     records += [_record("better", s, 0.65 + 0.1 * s, tokens=1000) for s in range(3)]
+    records += [_record("worse", s, 0.55 + 0.1 * s, tokens=1000) for s in range(3)]
     summary = analysis.summarize(records, settings)
     better = summary["methods"]["better"]
     assert better["paired_difference_at"]["1.0"]["mean"] == pytest.approx(0.05)
     assert better["paired_difference_at"]["1.0"]["half_width"] == pytest.approx(0.0, abs=1e-12)  # same gap each seed
     assert better["accuracy_at"]["1.0"]["half_width"] > 0.1  # unpaired, the seeds' spread shows
     # uniform's final accuracy 0.6 + 0.1 s is reached at (0.1 + 0.1 s) / (0.15 + 0.1 s) of the budget
-    assert better["tokens_to_uniform_final_ratio"]["mean"] == pytest.approx(
+    assert better["tokens_to_uniform_final_ratio"]["1"]["mean"] == pytest.approx(
         np.mean([0.1 / 0.15, 0.2 / 0.25, 0.3 / 0.35])
     )
+    assert better["tokens_to_uniform_final_ratio"]["0.667"]["mean"] == pytest.approx(
+        better["tokens_to_uniform_final_ratio"]["1"]["mean"]  # straight curves: the same ratio at 2/3
+    )
+    # a slower method: uniform's accuracy at 2/3 of the budget is reached at 4/3 (seed 0: past the budget, not
+    # observed), 1.333 and 1.2 times uniform's tokens; uniform's final accuracy never
+    worse = summary["methods"]["worse"]["tokens_to_uniform_final_ratio"]
+    assert worse["0.667"]["seeds_reaching"] == 2 and worse["0.667"]["mean"] == pytest.approx((0.2 / 0.15 + 1.2) / 2)
+    assert worse["1"]["seeds_reaching"] == 0 and worse["1"]["mean"] is None
     assert better["paired_difference_at_equal_steps"]["mean"] == pytest.approx(0.05)  # both end at step 10
     assert better["tokens_per_completion"]["mean"] == 5.0
-    assert better["generated_per_trained"]["mean"] == 2.0 and summary["table"].count("| better |") == 2
+    assert better["generated_per_trained"]["mean"] == 2.0 and summary["table"].count("| worse |") == 2
 
 
 def test_gpu_arguments_scale_the_batch_and_budget():
