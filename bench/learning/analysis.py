@@ -80,7 +80,7 @@ def _method_summary(runs: dict[int, dict], uniform: dict[int, dict], grid: np.nd
         for s in seeds:
             target = float(accuracy_at(uniform[s]["curve"], np.array([fraction * budget]))[0])
             tokens = tokens_to_reach(runs[s]["curve"], target)
-            if tokens is not None and tokens <= budget:  # the budget is where every run is observed
+            if tokens is not None and tokens <= budget * (1 + 1e-9):  # every run is observed up to the budget
                 ratios.append(tokens / (fraction * budget))
         reach[f"{fraction:.3g}"] = {**interval(ratios), "seeds_reaching": len(ratios)}
     last_step = {s: runs[s]["curve"][-1][2] for s in seeds}
