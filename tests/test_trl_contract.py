@@ -156,6 +156,22 @@ def test_grpo_internals_we_read_still_exist():
     for collective in ("gather", "broadcast", "reduce", "wait_for_everyone", "all_"):
         assert collective not in before_generate, collective
     assert "inp[key] = values[i]" in parent
+    # log_extra values wait in _pending_extra_logs, one per row scored, and the parent flushes them after its
+    # _calculate_rewards call (rounds take each round's out, the replay puts the trained rows' back: completion_logs)
+    assert "self._pending_extra_logs[column].extend(values)" in inspect.getsource(GRPOTrainer._log_completion_extra)
+    flush = parent.index("self._pending_extra_logs.get(column, [None] * len(prompts))")
+    assert parent.index("self._calculate_rewards(") < flush and "self._pending_extra_logs.clear()" in parent[flush:]
+    # generated/* repeat these formulas over every completion generated (completion_logs.log_generated_rewards).
+    for formula in (
+        'self._metrics[mode][f"rewards/{reward_func_name}/mean"].append(mean_rewards)',
+        "mean_rewards = torch.nanmean(rewards_per_func[:, i]).item()",
+        "rewards = (rewards_per_func * self.reward_weights.to(rewards_per_func.device).unsqueeze(0)).nansum(dim=1)",
+        "unscorable_mask = torch.isnan(rewards_per_func).all(dim=1)",
+        "rewards[unscorable_mask] = torch.nan",
+        'self._metrics[mode]["reward"].append(torch.nanmean(rewards).item())',
+        'self._metrics[mode]["reward_std"].append(nanstd(rewards).item())',
+    ):
+        assert formula in parent, formula
     # ... and relies on the shape of what _generate returns.
     assert (
         "return prompt_ids, completion_ids, tool_mask, completions, logprobs, extra_fields, images, tool_images"

@@ -4,13 +4,19 @@ TRL's logs hold per-step aggregates (``allocation/count_p90`` ...); a histogram 
 transition matrix needs each prompt's count and rate, so the main process appends one JSON line per generation batch:
 
     {"step": 12, "epoch": 1, "prompt_ids": [...], "counts": [...], "success_rates": [... null for NaN],
-     "successes": [...], "attempts": [...], "engine": "vllm-colocate"}
+     "successes": [...], "attempts": [...], "generated": [...], "generated_successes": [...],
+     "generated_attempts": [...], "engine": "vllm-colocate"}
 
-``epoch`` is the statistics store's epoch (0-based, the epoch being trained); ``successes`` / ``attempts`` are this
-batch's scored completions per prompt; ``engine`` is what generated them (``vllm-server``,
-``vllm-colocate`` or ``transformers``). A resumed run appends again from its checkpoint's step, so a reader keeps the
-LAST line written for each step (:func:`trl_adaptive.run_files.read_allocation_log`, importable from here too), which
-is the record of the run that went on.
+``epoch`` is the statistics store's epoch (0-based, the epoch being trained). Per prompt: ``counts`` is the number of
+completions TRAINED on, and ``successes`` / ``attempts`` the successes and scored completions among them (what the
+gradient saw); ``generated`` is the number of completions GENERATED for it in the step, every round included, and
+``generated_successes`` / ``generated_attempts`` count those (what the statistics store counted). The two agree
+when every completion generated is trained (one planned round); under Seq and dynamic sampling the generated ones
+are more. Lines written before the generated counts existed lack the three ``generated*`` keys; readers take the
+trained counts then. ``engine`` is what generated them (``vllm-server``, ``vllm-colocate`` or ``transformers``).
+A resumed run appends again from its checkpoint's step, so a reader keeps the LAST line written for each step
+(:func:`trl_adaptive.run_files.read_allocation_log`, importable from here too), which is the record of the run that
+went on.
 """
 
 from __future__ import annotations

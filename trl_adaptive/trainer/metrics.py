@@ -16,6 +16,7 @@ from ..allocation import prompts_per_status
 from ..sampling import Outcome
 from ..sampling.rules import is_success
 from .allocation_log import append_allocation_record
+from .completion_logs import log_generated_rewards
 
 if TYPE_CHECKING:
     from .advantages import GroupAdvantages
@@ -78,9 +79,12 @@ def log_allocation(
 
 
 def log_rounds(trainer: AdaptiveGRPOTrainer, outcome: Outcome) -> None:
-    """The procedure's metrics; for batches sampled in rounds, what was generated against what was trained."""
+    """The procedure's metrics; the reward of every completion generated (``generated/*``); for batches sampled in
+    rounds, what was generated against what was trained."""
     metrics = trainer._metrics["train"]
     record = outcome.record
+    rounds = trainer._round_rewards  # None: one planned round, every completion generated was trained
+    log_generated_rewards(trainer, trainer._rewards_per_func if rounds is None else rounds)
     for name, value in record.metrics.items():
         metrics[name].append(value)
     generated, trained = len(record.rewards), len(outcome.selected)
@@ -106,16 +110,25 @@ def record_allocation(trainer: AdaptiveGRPOTrainer, outcome: Outcome, group_ids:
     if not (trainer.args.should_save and trainer.args.log_allocations):
         return
     record, counts = outcome.record, outcome.trained_counts
-    scored = ~np.isnan(rewards)
-    success = is_success(rewards, trainer.args.success_threshold)
     line = {
         "step": trainer.state.global_step,
         "epoch": trainer.prompt_statistics.epoch,
         "prompt_ids": record.prompt_ids,
         "counts": counts,
         "success_rates": record.success_rates,
-        "successes": np.bincount(group_ids, weights=success, minlength=len(counts)).astype(np.int64),
-        "attempts": np.bincount(group_ids, weights=scored, minlength=len(counts)).astype(np.int64),
+        **_tally(group_ids, rewards, len(counts), trainer.args.success_threshold, ""),
+        "generated": np.bincount(record.group_ids, minlength=len(counts)),
+        **_tally(record.group_ids, record.rewards, len(counts), trainer.args.success_threshold, "generated_"),
         "engine": f"vllm-{trainer.args.vllm_mode}" if trainer.args.use_vllm else "transformers",
     }
     append_allocation_record(trainer.args.output_dir, line)
+
+
+def _tally(group_ids: np.ndarray, rewards: np.ndarray, groups: int, threshold: float, prefix: str) -> dict:
+    """Per prompt: ``successes`` and ``attempts`` (scored completions) among the completions ``group_ids`` lists."""
+    scored = ~np.isnan(rewards)
+    success = is_success(rewards, threshold)
+    return {
+        f"{prefix}successes": np.bincount(group_ids, weights=success, minlength=groups).astype(np.int64),
+        f"{prefix}attempts": np.bincount(group_ids, weights=scored, minlength=groups).astype(np.int64),
+    }

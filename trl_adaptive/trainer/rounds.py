@@ -27,6 +27,7 @@ from trl import GRPOTrainer
 
 from ..sampling import BatchContext
 from ..stats import stable_prompt_ids
+from .completion_logs import replay_extras, take_round_extras
 from .dispatch import dispatch_order, rank_slice
 from .random_streams import DRAW_PROMPTS, PROCEDURE, step_seed
 
@@ -43,7 +44,7 @@ class Generated:
     """What the rounds of one batch generated, in the procedure's record order (identical on every rank)."""
 
     # per completion: what _generate returned for its row (ids, completion ids, tool mask, completion, logprobs,
-    # images, tool images)
+    # images, tool images), and the log_extra values its scoring logged ({column: value})
     samples: list[tuple] = field(default_factory=list)
     rewards_per_func: list[torch.Tensor] = field(default_factory=list)  # per round: (K_r, J) gathered rewards
 
@@ -55,12 +56,18 @@ class Generated:
         """The ``_generate`` return value for these completions (this rank's trained rows)."""
         samples = [self.samples[i] for i in completions]
         columns = (list(column) for column in zip(*samples, strict=True))
-        prompt_ids, completion_ids, tool_mask, texts, logps, images, tool_images = columns
+        prompt_ids, completion_ids, tool_mask, texts, logps, images, tool_images, _ = columns
         tool_mask = None if all(m is None for m in tool_mask) else tool_mask
         logps = None if all(x is None for x in logps) else logps
         images = None if all(x is None for x in images) else images
         tool_images = tool_images if any(tool_images) else []
         return prompt_ids, completion_ids, tool_mask, texts, logps, {}, images, tool_images
+
+    def replay_pass(self, dispatched: np.ndarray, local: slice) -> tuple:
+        """What the training pass hands back in place of generating and scoring (``trainer._replay``): this rank's
+        ``_generate`` output, every rank's rewards (gathered, in dispatch order), this rank's ``log_extra`` columns."""
+        rewards = self.all_rewards_per_func[torch.as_tensor(dispatched)]
+        return self.replay(dispatched[local]), rewards, replay_extras([s[7] for s in self.samples], dispatched[local])
 
 
 def batch_context(trainer: AdaptiveGRPOTrainer, prompt_ids: np.ndarray) -> BatchContext:
@@ -157,11 +164,12 @@ def run_round(
     _merge_extra_fields(mine, extra)
     rewards = GRPOTrainer._calculate_rewards(trainer, mine, prompts, completions, completion_ids)
     size = len(mine)
+    extras = take_round_extras(trainer, size)  # log_extra values travel with their completions (completion_logs.py)
     tool_mask = tool_mask if tool_mask is not None else [None] * size
     logps = logps if logps is not None else [None] * size
     images = images if images is not None else [None] * size  # None: the replay pass reads the rows' columns
     tool_images = tool_images if tool_images else [[] for _ in range(size)]
-    columns = (prompt_token_ids, completion_ids, tool_mask, completions, logps, images, tool_images)
+    columns = (prompt_token_ids, completion_ids, tool_mask, completions, logps, images, tool_images, extras)
     local_samples = list(zip(*columns, strict=True))
     samples = gather_object(local_samples) if num_processes > 1 else local_samples
     back = np.argsort(order)  # dispatch position of each job

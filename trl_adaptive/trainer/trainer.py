@@ -132,7 +132,7 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
         self._epoch_start_step = 0  # global step at which the current epoch began: where a stream resumes
         self._resumed_epochs_trained = 0
         self.statistics_hold_the_run = True  # False from a resume's start until its checkpoint is restored
-        self._replay: tuple | None = None  # (what _generate returns, gathered rewards) for the pass after rounds
+        self._replay: tuple | None = None  # for the pass after rounds: rounds.Generated.replay_pass
         self._capture: list | None = None  # set by rounds.run_round: _generate hands its output over and stops
         self._round_rewards: torch.Tensor | None = None  # every completion of this batch's rounds (Seq's baseline)
         self._warned_dynamic_fill = False
@@ -234,11 +234,11 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
         """Unchanged; keeps the gathered ``(T, K)`` rewards so the advantages can be recomputed per variable group.
 
         In the training pass after rounds, returns the rewards already computed for the chosen completions (reward
-        functions are not called twice: they may be slow or random)."""
+        functions are not called twice: they may be slow or random), and their ``log_extra`` values to flush."""
         if self._replay is not None:
-            rewards_per_func = self._replay[1].to(self.accelerator.device)
-            self._rewards_per_func = rewards_per_func
-            return rewards_per_func
+            self._pending_extra_logs.update(self._replay[2])
+            self._rewards_per_func = self._replay[1].to(self.accelerator.device)
+            return self._rewards_per_func
         rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
         self._rewards_per_func = rewards_per_func
         return rewards_per_func
@@ -298,7 +298,7 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
         selected = outcome.selected[np.argsort(groups[outcome.selected], kind="stable")]  # prompt-major, as TRL
         dispatched = selected[dispatch_order(groups[selected], self.args.seed, self.state.global_step)]
         local = rank_slice(len(dispatched), self.accelerator.num_processes, self.accelerator.process_index)
-        replay = (generated.replay(dispatched[local]), generated.all_rewards_per_func[torch.as_tensor(dispatched)])
+        replay = generated.replay_pass(dispatched, local)
         output = self._training_pass(rows, outcome.record.prompt_ids[outcome.record.group_ids[dispatched]], replay)
         self._round_rewards = generated.all_rewards_per_func
         return output, outcome, dispatched
