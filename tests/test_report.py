@@ -24,6 +24,7 @@ from trl_adaptive.cli import main as cli_main
 from trl_adaptive.report import (
     RunData,
     counts_by_status,
+    epoch_rates,
     load_run,
     ratio_from_allocations,
     status_per_epoch,
@@ -31,7 +32,13 @@ from trl_adaptive.report import (
     transition_matrix,
     write_report,
 )
-from trl_adaptive.run_files import ALLOCATION_LOG_FILE, CHECKPOINT_PREFIX, TRAINER_STATE_FILE, read_allocation_log
+from trl_adaptive.run_files import (
+    ALLOCATION_LOG_FILE,
+    CHECKPOINT_PREFIX,
+    TRAINER_STATE_FILE,
+    allocation_record_problem,
+    read_allocation_log,
+)
 from trl_adaptive.stats import PromptStatistics, prompt_fingerprint
 
 FIGURES = {
@@ -40,6 +47,7 @@ FIGURES = {
     "gradient_ratios.png",
     "prompt_status.png",
     "transition_matrix.png",
+    "reward.png",  # the runs log generated/reward_mean
 }
 TWO_RANK_SCRIPT = REPO / "tests" / "scripts" / "train_two_ranks.py"
 HEAVY = ("torch", "trl", "transformers")
@@ -114,6 +122,38 @@ def test_a_line_cut_short_by_a_crash_loses_no_later_record(tmp_path):
     for step in (3, 4):  # resumed from the step-3 checkpoint
         append_allocation_record(str(tmp_path), record(step))
     assert [r["step"] for r in read_allocation_log(str(path))] == [0, 1, 2, 3, 4]
+
+
+def test_generated_counts_are_read_beside_the_trained_ones_and_older_lines_still_read(tmp_path):
+    """allocations.jsonl's generated / generated_successes / generated_attempts: optional (older lines lack them),
+    checked like the trained ones when there, and the per-epoch rates (prompt status, transitions) come from them,
+    as the statistics store counts, where a line has them."""
+    old = {"step": 0, "epoch": 0, "prompt_ids": [0, 1], "counts": [4, 4], "success_rates": [None, None],
+           "successes": [4, 2], "attempts": [4, 4]}  # fmt: skip
+    assert allocation_record_problem(old) is None
+    new = old | {"generated": [4, 12], "generated_successes": [4, 3], "generated_attempts": [4, 12]}
+    assert allocation_record_problem(new) is None
+    partial = old | {"generated": [4, 12], "generated_successes": [4, 3]}
+    assert "'generated_attempts' is missing" in allocation_record_problem(partial)
+    assert "generated_successes above generated_attempts for prompt 1 (13 > 12)" in allocation_record_problem(
+        new | {"generated_successes": [4, 13]}
+    )
+    assert "'generated' holds -1" in allocation_record_problem(new | {"generated": [4, -1]})
+    assert epoch_rates([old]) == {0: {0: 1.0, 1: 0.5}}
+    assert epoch_rates([new]) == {0: {0: 1.0, 1: 0.25}}
+
+
+def test_the_generated_reward_is_plotted_when_logged(tmp_path):
+    """reward.png: TRL's reward (trained) and generated/reward_mean per step; not drawn for logs that predate it."""
+    run_dir = _write_json_run(tmp_path / "run")
+    assert "reward.png" not in write_report([load_run(run_dir)], tmp_path / "before")["figures"]
+    state = json.loads((run_dir / TRAINER_STATE_FILE).read_text())
+    for step, row in enumerate(state["log_history"]):
+        row |= {"reward": 0.5, "generated/reward_mean": 0.25 + 0.1 * step}
+    (run_dir / TRAINER_STATE_FILE).write_text(json.dumps(state), encoding="utf-8")
+    report = write_report([load_run(run_dir)], tmp_path / "after")
+    assert "reward.png" in report["figures"]
+    _assert_png(tmp_path / "after" / "reward.png")
 
 
 def _summary_notes(out: Path) -> str:
@@ -338,7 +378,7 @@ def test_missing_allocation_log_is_reported(runs, tmp_path, capsys):
     assert cli_main(["report", str(run_dir), "-o", str(out)]) == 0
     err = capsys.readouterr().err
     assert "No allocations.jsonl" in err and "log_allocations=False" in err
-    assert sorted(p.name for p in out.glob("*.png")) == ["gradient_ratios.png"]
+    assert sorted(p.name for p in out.glob("*.png")) == ["gradient_ratios.png", "reward.png"]
     assert "No allocations.jsonl" in (out / "summary.md").read_text()
 
 

@@ -54,6 +54,8 @@ RATIO_KEYS = {
     "all_wrong": "allocation/zero_gradient_ratio_all_wrong",
 }
 
+REWARD_KEYS = {"trained": "reward", "generated": "generated/reward_mean"}
+
 
 @dataclass
 class RunData:
@@ -130,7 +132,7 @@ def _read_checked(run: RunData, path: Path, problem: Callable[[Any], str | None]
 
 def _read_trainer_logs(run: RunData, checkpoints: list[Path]) -> None:
     """The newest readable ``trainer_state.json`` (largest global step) of the run folder and its checkpoints."""
-    keys = (*RATIO_KEYS.values(), "generation/seconds")
+    keys = (*RATIO_KEYS.values(), "generation/seconds", *REWARD_KEYS.values())
     paths = [folder / TRAINER_STATE_FILE for folder in [run.path, *checkpoints]]
     check = partial(trainer_state_problem, metric_keys=keys)
     loaded = [(p, state) for p in paths if (state := _read_checked(run, p, check)) is not None]
@@ -185,11 +187,14 @@ def _read_statistics(run: RunData, checkpoints: list[Path]) -> None:
 # Tables: pure functions of the records / logs
 # ---------------------------------------------------------------------------------------------------------------------
 def epoch_rates(records: list[dict[str, Any]]) -> dict[int, dict[int, float]]:
-    """Per epoch (0-based), each attempted prompt's success rate in that epoch: its successes / scored completions."""
+    """Per epoch (0-based), each attempted prompt's success rate in that epoch: its successes / scored completions,
+    over every completion generated (as the statistics store counts), or those trained in a log that predates it."""
     totals: dict[int, dict[int, list[int]]] = {}
     for record in records:
         epoch = totals.setdefault(int(record["epoch"]), {})
-        for pid, s, a in zip(record["prompt_ids"], record["successes"], record["attempts"], strict=True):
+        prefix = "generated_" if "generated_attempts" in record else ""
+        successes, attempts = record[f"{prefix}successes"], record[f"{prefix}attempts"]
+        for pid, s, a in zip(record["prompt_ids"], successes, attempts, strict=True):
             if a > 0:
                 entry = epoch.setdefault(int(pid), [0, 0])
                 entry[0] += s
@@ -279,6 +284,15 @@ def ratio_series(run: RunData) -> tuple[dict[str, list[float]], str]:
             series[name] += values
         source = f"{source} to step {last}, then {ALLOCATION_LOG_FILE}"
     return series, source
+
+
+def reward_series(run: RunData) -> dict[str, list[float]]:
+    """Per logged step, the mean reward of the completions trained on and of every completion generated (NaN where a
+    row lacks it; older logs lack the generated): they differ under Seq and dynamic sampling, which train a subset."""
+    rows = [h for h in run.log_history or [] if any(key in h for key in REWARD_KEYS.values())]
+    return {"step": [int(h["step"]) for h in rows]} | {
+        name: [float(h.get(key, np.nan)) for h in rows] for name, key in REWARD_KEYS.items()
+    }
 
 
 def epoch_starts(records: list[dict[str, Any]]) -> list[int]:
@@ -424,6 +438,9 @@ def write_report(runs: list[RunData], output_dir: str | Path, dpi: int = 90) -> 
         matrices = {r.label: m for r in with_records if (m := transition_matrix(r.records)) is not None}
         if matrices:
             figures["transition_matrix.png"] = plots.plot_transition_matrix(matrices)
+    rewards = {r.label: reward_series(r) for r in runs}
+    if any(not np.isnan(s["generated"]).all() for s in rewards.values() if s["step"]):  # logged by this version on
+        figures["reward.png"] = plots.plot_rewards(rewards, starts)
     for name, figure in figures.items():
         plots.save(figure, output_dir / name, dpi=dpi)
     summaries = [summarize(r) for r in runs]

@@ -120,6 +120,27 @@ def plot_gradient_ratios(series: dict[str, dict[str, list[float]]], epoch_starts
     return fig
 
 
+def plot_rewards(series: dict[str, dict[str, list[float]]], epoch_starts: list[int]) -> Figure:
+    """Mean reward per step: of the completions trained on (TRL's ``reward``, solid) and of every completion generated
+    (``generated/reward_mean``, dashed); under Seq and dynamic sampling the trained ones are a chosen subset."""
+    colors = _run_colors(series)
+    fig, ax = plt.subplots(figsize=(6, 3.2))
+    for label, s in series.items():
+        ax.plot(s["step"], s["trained"], marker=".", color=colors[label], label=f"{label}: trained")
+        if not np.isnan(s["generated"]).all():
+            style = {"marker": "x", "linestyle": "--", "color": colors[label]}
+            ax.plot(s["step"], s["generated"], label=f"{label}: generated", **style)
+    for step in epoch_starts:
+        ax.axvline(step - 0.5, color="0.7", linestyle=":", linewidth=1)
+    ax.set_xlabel("training step (dotted: epoch start)")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_ylabel("mean reward")
+    ax.set_title("reward: completions trained on / every completion generated")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
 def plot_prompt_status(status: dict[str, dict[int, dict[str, int]]]) -> Figure:
     """Figure 8 per epoch: prompts per status by the success rate they reached in that epoch; one panel per run."""
     fig, axes = _epoch_panels(len(status), width=3.6, height=3.0, sharey=True)

@@ -94,7 +94,10 @@ def allocation_record_problem(record: Any) -> str | None:
     for key in ("step", "epoch"):
         if not _whole(record[key]):
             return f"{key!r} must be a whole number >= 0, got {record[key]!r}"
-    lists = {key: record[key] for key in _RECORD_LISTS}
+    generated = [key for key in _GENERATED_LISTS if key in record]
+    if generated and len(generated) != len(_GENERATED_LISTS):  # older files have none of them
+        return f"key {next(k for k in _GENERATED_LISTS if k not in record)!r} is missing (its companions are there)"
+    lists = {key: record[key] for key in (*_RECORD_LISTS, *generated)}
     for key, values in lists.items():
         if not isinstance(values, list) or len(values) != len(lists["prompt_ids"]):
             return f"{key!r} must be a list with one entry per prompt id ({len(lists['prompt_ids'])})"
@@ -106,14 +109,21 @@ def allocation_record_problem(record: Any) -> str | None:
             fits = [_whole(v, None if key == "prompt_ids" else 0) for v in values]
         if not all(fits):
             return f"{key!r} holds {values[fits.index(False)]!r}, not {_RECORD_KINDS[key]}"
-    for pid, s, a in zip(lists["prompt_ids"], lists["successes"], lists["attempts"], strict=True):
-        if s > a:
-            return f"successes above attempts for prompt {pid} ({s} > {a}), which loading the statistics refuses"
+    for prefix in ("", "generated_") if generated else ("",):
+        successes, attempts = lists[f"{prefix}successes"], lists[f"{prefix}attempts"]
+        for pid, s, a in zip(lists["prompt_ids"], successes, attempts, strict=True):
+            if s > a:
+                return (
+                    f"{prefix}successes above {prefix}attempts for prompt {pid} ({s} > {a}), which loading the "
+                    "statistics refuses"
+                )
     return None
 
 
 _RECORD_LISTS = ("prompt_ids", "counts", "success_rates", "successes", "attempts")
+_GENERATED_LISTS = ("generated", "generated_successes", "generated_attempts")  # optional: absent from older files
 _RECORD_KINDS = {
+    **dict.fromkeys(_GENERATED_LISTS, "a whole number >= 0"),
     "prompt_ids": "an integer id",
     "counts": "a whole number >= 0",
     "success_rates": "a rate in [0, 1] or null",
