@@ -14,6 +14,8 @@ advantages; and, after training, a hash of the flattened parameters, the per-pro
 - ``skewed``: AdaptiveGRPOTrainer with an allocator that gives one prompt most of the budget. A second, weight-0
   reward function returns each row's prompt id, so the order of TRL's gathered rewards can be checked.
 - ``uniform-vs-grpo``: GRPOTrainer, then AdaptiveGRPOTrainer(allocator="uniform"), same seed; they must agree.
+- ``seq-extra``: Reinforce-Ada Seq-Balance (rounds) with a reward function that logs each row's completion text
+  through TRL's ``log_extra``; each rank reports the completions table TRL kept (``_logs``).
 """
 
 from __future__ import annotations
@@ -42,6 +44,12 @@ PROMPTS = [f"Question {i}: what is {i} + {i}?" for i in range(NUM_PROMPTS)]  # a
 def reward_prompt_id(prompts, completions, prompt_id, **kwargs) -> list[float]:
     """Weight 0: tags each row's reward with its prompt id (and -1 when the prompt text is not that id's text)."""
     return [float(i) if p == PROMPTS[i] else -1.0 for p, i in zip(prompts, prompt_id, strict=True)]
+
+
+def reward_logging_its_row(prompts, completions, log_extra, **kwargs) -> list[float]:
+    """reward_has_vowel_e, logging each row's completion text (to check the table's rows keep their values)."""
+    log_extra("scored_completion", list(completions))
+    return reward_has_vowel_e(completions)
 
 
 def param_digest(model) -> tuple[str, float]:
@@ -145,6 +153,15 @@ def main() -> None:
             model=model_dir, reward_funcs=[reward_length, reward_has_vowel_e], args=args, train_dataset=dataset
         )
         report["adaptive"] = train(trainer, with_params=True)
+    elif mode == "seq-extra":
+        seq = {"allocator": "reinforce_ada_seq_balance", "allocator_kwargs": {"round_size": 4, "max_rollouts": 12}}
+        args = AdaptiveGRPOConfig(**kwargs, **seq)
+        trainer = AdaptiveGRPOTrainer(
+            model=model_dir, reward_funcs=[reward_logging_its_row], args=args, train_dataset=dataset
+        )
+        report["adaptive"] = train(trainer)
+        report["table"] = {"completion": list(trainer._logs["completion"])}
+        report["table"] |= {column: list(values) for column, values in trainer._logs["extra"].items()}
     else:
         raise SystemExit(f"unknown mode {mode!r}")
 

@@ -84,6 +84,9 @@ def test_two_ranks_skewed_allocation(tiny_model_dir, tmp_path, data):
         assert log["allocation/count_max"] == 10 and log["allocation/count_min"] == 2
         assert log["allocation/budget_used"] == log["allocation/budget"] == total
         assert np.isfinite(log["loss"])
+        # Every completion generated is trained: the generated/* figures (both ranks' completions) are TRL's.
+        assert log["generated/reward_mean"] == log["reward"] and log["generated/reward_std"] == log["reward_std"]
+        assert log["generated/rewards/reward_length/mean"] == log["rewards/reward_length/mean"]
 
 
 @pytest.mark.multiprocess
@@ -110,3 +113,18 @@ def test_two_ranks_uniform_matches_grpo_trainer(tiny_model_dir, tmp_path, data):
         torch.testing.assert_close(torch.tensor(ours["params"]), torch.tensor(grpo["params"]), rtol=1e-5, atol=1e-6)
     assert ranks[0]["adaptive"]["param_hash"] == ranks[1]["adaptive"]["param_hash"]
     assert ranks[0]["grpo"]["param_hash"] == ranks[1]["grpo"]["param_hash"]
+
+
+@pytest.mark.multiprocess
+def test_two_ranks_sampling_in_rounds_keep_log_extra_values_with_their_rows(tiny_model_dir, tmp_path):
+    """Seq-Balance on 2 ranks: each round's log_extra values are gathered with its completions, and the table TRL
+    keeps (on every rank) shows each trained completion with the value logged when it was scored."""
+    ranks = _launch(tiny_model_dir, tmp_path, "seq-extra", "2")
+    for rank in ranks:
+        table = rank["table"]
+        assert len(table["completion"]) == rank["generation_batch_size"]
+        assert table["scored_completion"] == table["completion"]
+        logged = [log for log in rank["adaptive"]["log_history"] if "generated/reward_mean" in log]
+        assert len(logged) == 2
+        assert any(log.get("rounds/generated", 0) > log.get("rounds/trained", 0) for log in logged)
+    assert ranks[0]["table"] == ranks[1]["table"]
