@@ -68,6 +68,13 @@ def check_procedure_reads_the_data(procedure: Procedure, streaming: bool) -> Non
         )
 
 
+def innermost(procedure: Procedure) -> Procedure:
+    """The procedure a wrapper (dynamic sampling) wraps, all the way in."""
+    while hasattr(procedure, "inner"):
+        procedure = procedure.inner
+    return procedure
+
+
 def _planned_epochs(args: AdaptiveGRPOConfig, dataset_size: int) -> int:
     """K, the epochs this run makes over the prompts: num_train_epochs, or what max_steps amounts to."""
     if args.max_steps <= 0:
@@ -84,6 +91,8 @@ def reject_unsupported_features(
     """Fail at construction for TRL features whose data path this trainer does not (yet) serve."""
     names = list(inspect.signature(GRPOTrainer.__init__).parameters)[5:]  # after self, model, reward_funcs, args, ds
     passed = dict(zip(names, positional, strict=False)) | kwargs
+    if train_dataset is None and passed.get("environment_factory") is None:  # GRPOTrainer's error, word for word
+        raise ValueError("`train_dataset` is required unless an `environment_factory` is provided.")
     if passed.get("environment_factory") is not None and train_dataset is None:
         raise ValueError(
             "environment_factory without a train_dataset: the environment owns the data (each reset() makes up its "

@@ -40,6 +40,7 @@ from .inputs import (
     build_procedure_from_config,
     check_dataset_holds_a_batch,
     check_procedure_reads_the_data,
+    innermost,
     reject_unsupported_features,
     warn_if_saves_split_generation_batches,
 )
@@ -87,6 +88,14 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
         ```
     """
 
+    # Per-batch state of the hooks, at class level so that they run on an object built without __init__ (as TRL's
+    # own tests build GRPOTrainer.__new__(GRPOTrainer)); the hooks assign instance values, never mutate these.
+    _rewards_per_func: torch.Tensor | None = None  # TRL's gathered (T, K) rewards of the last pass
+    _replay: tuple | None = None  # for the pass after rounds: rounds.Generated.replay_pass
+    _capture: list | None = None  # set by rounds.run_round: _generate hands its output over and stops
+    _round_rewards: torch.Tensor | None = None  # every completion of this batch's rounds (Seq's baseline)
+    _generation_seconds = 0.0  # in _generate since the last logged batch
+
     def __init__(
         self,
         model: Any,
@@ -120,23 +129,18 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
         check_procedure_reads_the_data(self.procedure, streaming)
         # The strategy by name: the plan-ahead allocator, or the round procedure that takes its place (Seq).
         self.allocator = (
-            self.procedure.allocator if self.procedure.allocator is not None else _innermost(self.procedure)
+            self.procedure.allocator if self.procedure.allocator is not None else innermost(self.procedure)
         )
         self.prompt_statistics = initial_statistics(statistics, args)
         self.training_prompts.attach(self.prompt_statistics, "statistics passed to AdaptiveGRPOTrainer")
         self.training_prompts.apply_prior(self.prompt_statistics)
-        self._rewards_per_func: torch.Tensor | None = None
         self._train_sampler: EpochSeededRepeatSampler | None = None
         self._epochs_closed = 0  # trainer epochs whose statistics have been closed (end_epoch) in this run
         self._current_epoch = 0
         self._epoch_start_step = 0  # global step at which the current epoch began: where a stream resumes
         self._resumed_epochs_trained = 0
         self.statistics_hold_the_run = True  # False from a resume's start until its checkpoint is restored
-        self._replay: tuple | None = None  # for the pass after rounds: rounds.Generated.replay_pass
-        self._capture: list | None = None  # set by rounds.run_round: _generate hands its output over and stops
-        self._round_rewards: torch.Tensor | None = None  # every completion of this batch's rounds (Seq's baseline)
         self._warned_dynamic_fill = False
-        self._generation_seconds = 0.0  # in _generate since the last logged batch
 
         cpu_paths = cpu_vllm_construction(
             args.use_vllm,
@@ -441,10 +445,3 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
         super().create_model_card(model_name=model_name, dataset_name=dataset_name, tags=tags)
         if self.is_world_process_zero():
             extend_model_card(os.path.join(self.args.output_dir, "README.md"), self, statistics_repo_id)
-
-
-def _innermost(procedure: Procedure) -> Procedure:
-    """The procedure a wrapper (dynamic sampling) wraps, all the way in."""
-    while hasattr(procedure, "inner"):
-        procedure = procedure.inner
-    return procedure
