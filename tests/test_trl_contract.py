@@ -172,6 +172,11 @@ def test_grpo_internals_we_read_still_exist():
         'self._metrics[mode]["reward_std"].append(nanstd(rewards).item())',
     ):
         assert formula in parent, formula
+    # Without a train_dataset an environment owns the data: the trainer builds the same placeholder rows
+    # (trainer/environment_data.py) and lets GRPOTrainer make its own checks and placeholder.
+    init = inspect.getsource(GRPOTrainer.__init__)
+    assert "num_placeholder_rows = args.generation_batch_size // args.num_generations" in init
+    assert 'Dataset.from_dict({"prompt": [[{"role": "user", "content": ""}]] * num_placeholder_rows})' in init
     # ... and relies on the shape of what _generate returns.
     assert (
         "return prompt_ids, completion_ids, tool_mask, completions, logprobs, extra_fields, images, tool_images"

@@ -183,10 +183,7 @@ def test_environment_factory_under_adaptive_allocation(tmp_path, dynamic_samplin
     assert all(log["rewards/AdderEnvironment/mean"] == 1.0 for log in logs)  # the environment's own reward
 
 
-def test_environment_factory_without_a_dataset_is_refused(tiny_model_dir, tmp_path):
-    args = AdaptiveGRPOConfig(**tiny_config_kwargs(str(tmp_path)))
-    with pytest.raises(ValueError, match="environment_factory without a train_dataset"):
-        AdaptiveGRPOTrainer(model=str(tiny_model_dir), args=args, environment_factory=AdderEnvironment)
+# Without a train_dataset (the environment owns the data): tests/trainer/test_trl_parity.py.
 
 
 # -- prompt identity: string ids, as in datasets that carry a hash per prompt ---------------------------------------

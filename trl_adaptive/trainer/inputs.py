@@ -16,6 +16,7 @@ from trl import GRPOTrainer
 from ..allocation import Allocator
 from ..sampling import Procedure
 from .config import AdaptiveGRPOConfig
+from .environment_data import placeholder_rows, uniform_for_environment_data
 
 
 def check_dataset_holds_a_batch(num_rows: int, args: AdaptiveGRPOConfig) -> None:
@@ -46,10 +47,16 @@ def warn_if_saves_split_generation_batches(args: AdaptiveGRPOConfig) -> None:
 
 
 def build_procedure_from_config(
-    args: AdaptiveGRPOConfig, dataset_size: int | None, strategy: Allocator | Procedure | None = None
+    args: AdaptiveGRPOConfig,
+    dataset_size: int | None,
+    strategy: Allocator | Procedure | None = None,
+    environment_owns_the_data: bool = False,
 ) -> Procedure:
     """The sampling procedure of this config, or around the ``allocator`` object passed to the trainer; CERO plans
-    for the run's epochs unless ``allocator_kwargs`` says otherwise (or the data is a stream of unknown length)."""
+    for the run's epochs unless ``allocator_kwargs`` says otherwise (or the data is a stream of unknown length).
+    Uniform, with a warning, when an environment owns the data (environment_data.py)."""
+    if environment_owns_the_data:
+        return uniform_for_environment_data(args, strategy)
     planned = strategy is None and args.allocator == "cero" and dataset_size is not None
     if planned and "num_epochs" not in (args.allocator_kwargs or {}):
         return args.build_procedure(num_epochs=_planned_epochs(args, dataset_size))
@@ -87,24 +94,21 @@ def _planned_epochs(args: AdaptiveGRPOConfig, dataset_size: int) -> int:
 
 def reject_unsupported_features(
     train_dataset: Any, args: AdaptiveGRPOConfig, positional: tuple[Any, ...], kwargs: dict[str, Any]
-) -> None:
-    """Fail at construction for TRL features whose data path this trainer does not (yet) serve."""
+) -> tuple[Any, bool]:
+    """Fail at construction for TRL features whose data path this trainer does not (yet) serve. Returns the training
+    data and whether an environment owns it (``environment_factory`` without a ``train_dataset``: then GRPOTrainer's
+    placeholder rows, environment_data.py)."""
     names = list(inspect.signature(GRPOTrainer.__init__).parameters)[5:]  # after self, model, reward_funcs, args, ds
     passed = dict(zip(names, positional, strict=False)) | kwargs
-    if train_dataset is None and passed.get("environment_factory") is None:  # GRPOTrainer's error, word for word
+    environment_owns_the_data = train_dataset is None and passed.get("environment_factory") is not None
+    if train_dataset is None and not environment_owns_the_data:  # GRPOTrainer's error, word for word
         raise ValueError("`train_dataset` is required unless an `environment_factory` is provided.")
-    if passed.get("environment_factory") is not None and train_dataset is None:
-        raise ValueError(
-            "environment_factory without a train_dataset: the environment owns the data (each reset() makes up its "
-            "prompt), so there are no prompts whose success statistics could decide an allocation. Pass a "
-            "train_dataset (one row per task, forwarded to reset()), or use GRPOTrainer for this run."
-        )
     if isinstance(train_dataset, DatasetDict):
         raise TypeError(
             f"train_dataset is a DatasetDict with splits {list(train_dataset)}; pass one split, e.g. "
             "train_dataset=dataset['train']."
         )
-    if not isinstance(train_dataset, (Dataset, IterableDataset)):
+    if not isinstance(train_dataset, (Dataset, IterableDataset)) and not environment_owns_the_data:
         raise TypeError(
             "AdaptiveGRPOTrainer needs a datasets.Dataset or datasets.IterableDataset as train_dataset, got "
             f"{type(train_dataset).__name__}. Build one with Dataset.from_dict({{'prompt': [...]}}) or "
@@ -128,3 +132,4 @@ def reject_unsupported_features(
                 "`python -m trl_adaptive.serving.cpu_seam your_script.py ...` (see docs/serving.md); or set "
                 "use_vllm=False to generate with transformers."
             )
+    return (placeholder_rows(args) if environment_owns_the_data else train_dataset), environment_owns_the_data

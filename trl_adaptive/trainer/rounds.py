@@ -126,7 +126,11 @@ def share(trainer: AdaptiveGRPOTrainer, value: Any) -> Any:
 
 
 def local_rows(trainer: AdaptiveGRPOTrainer, rows: dict[int, dict], prompt_ids: np.ndarray) -> list[dict]:
-    """Copies of this rank's rows (the parent mutates them), with the live success rate for reward functions."""
+    """Copies of this rank's rows (the parent mutates them), with the live success rate for reward functions; when an
+    environment owns the data, GRPOTrainer's placeholder rows as they are (reset() and the reward functions get the
+    row's prompt only, as under GRPOTrainer)."""
+    if trainer.environment_owns_the_data:
+        return [{"prompt": rows[prompt_id]["prompt"]} for prompt_id in prompt_ids.tolist()]
     rates = trainer.prompt_statistics.success_rates(prompt_ids)
     local = []
     for prompt_id, rate in zip(prompt_ids.tolist(), rates.tolist(), strict=True):

