@@ -112,7 +112,9 @@ def build_trainer(
 ) -> AdaptiveGRPOTrainer:
     """An AdaptiveGRPOTrainer on the tiny model: ``config`` holds AdaptiveGRPOConfig fields over
     :func:`tiny_config_kwargs`; ``allocator_object`` an Allocator instance passed to the trainer (``allocator`` in
-    ``config`` is the config's name); the dataset defaults to ``make_dataset(8)``."""
+    ``config`` is the config's name, knapsack unless given: the suite's reference allocator, whatever the default);
+    the dataset defaults to ``make_dataset(8)``."""
+    config.setdefault("allocator", "knapsack")
     return AdaptiveGRPOTrainer(
         model=str(model_dir),
         reward_funcs=reward_funcs,

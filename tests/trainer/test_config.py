@@ -248,3 +248,18 @@ def test_the_trainer_builds_its_store_with_the_est_settings(tiny_model_dir, tmp_
     )
     store = trainer.prompt_statistics
     assert (store.decay, store.prior_alpha, store.prior_beta) == (0.5, 1.0, 4.0)
+
+
+def test_the_default_allocator_is_the_learning_benchmarks_best(tiny_model_dir, tmp_path):
+    """bayes_knapsack, chosen by docs/benchmarks.md#accuracy-per-token (build_trainer keeps knapsack for the suite)."""
+    from trl_adaptive.allocation import BayesKnapsackAllocator
+
+    assert AdaptiveGRPOConfig(output_dir=str(tmp_path)).allocator == "bayes_knapsack"
+    defaults = tiny_config_kwargs(str(tmp_path))
+    trainer = AdaptiveGRPOTrainer(
+        model=str(tiny_model_dir),
+        reward_funcs=reward_length,
+        args=AdaptiveGRPOConfig(**defaults),
+        train_dataset=make_dataset(),
+    )
+    assert isinstance(trainer.allocator, BayesKnapsackAllocator)

@@ -37,13 +37,15 @@ class AdaptiveGRPOConfig(GRPOConfig):
 
     > Parameters that control the allocation
 
-    allocator (`str`, *optional*, defaults to `"knapsack"`):
-        Registered name of the allocation strategy: `"knapsack"` (Knapsack RL, arXiv 2509.25849), `"bayes_knapsack"`
-        (its objective in expectation under each prompt's Beta posterior), `"uniform"` (GRPO, bit-identical to
-        `GRPOTrainer`), `"reinforce_ada_est"`, `"reinforce_ada_seq_pos"`, `"reinforce_ada_seq_balance"` (Reinforce-Ada,
-        arXiv 2510.04996; the two Seq variants are round procedures, not allocators), `"cero"` (arXiv 2606.05606),
-        `"pilot_commit"` (Pilot-Commit's thresholds and eviction, a round procedure). An `Allocator` or sampling
-        `Procedure` object passed to the trainer overrides this name (docs/sampling.md).
+    allocator (`str`, *optional*, defaults to `"bayes_knapsack"`):
+        Registered name of the allocation strategy: `"bayes_knapsack"` (the default: Knapsack RL's objective in
+        expectation under each prompt's Beta posterior; the best adaptive method at equal generated tokens in
+        docs/benchmarks.md#accuracy-per-token), `"knapsack"` (Knapsack RL, arXiv 2509.25849), `"uniform"` (GRPO,
+        bit-identical to `GRPOTrainer`), `"reinforce_ada_est"`, `"reinforce_ada_seq_pos"`,
+        `"reinforce_ada_seq_balance"` (Reinforce-Ada, arXiv 2510.04996; the two Seq variants are round procedures, not
+        allocators), `"cero"` (arXiv 2606.05606), `"pilot_commit"` (Pilot-Commit's thresholds and eviction, a round
+        procedure). An `Allocator` or sampling `Procedure` object passed to the trainer overrides this name
+        (docs/sampling.md).
     allocator_kwargs (`dict` or `str`, *optional*):
         Extra constructor arguments of the allocator (a dict, or a JSON string on the command line), e.g.
         `{"fallback": false}` for knapsack.
@@ -114,9 +116,9 @@ class AdaptiveGRPOConfig(GRPOConfig):
     """
 
     allocator: str = field(
-        default="knapsack",
+        default="bayes_knapsack",
         metadata={
-            "help": "Sampling strategy by name: an allocator (knapsack, bayes_knapsack, uniform, reinforce_ada_est, "
+            "help": "Sampling strategy by name: an allocator (bayes_knapsack, knapsack, uniform, reinforce_ada_est, "
             "cero) or a round procedure (reinforce_ada_seq_pos, reinforce_ada_seq_balance, pilot_commit). An "
             "Allocator or Procedure object passed to the trainer overrides it."
         },
