@@ -158,7 +158,7 @@ def test_quick_benchmark_learns_and_writes_its_results(tmp_path):
     runs = {r["method"]: r for r in results["runs"]}
     assert set(runs) == {"uniform", "knapsack"} and all(r["seed"] == 0 for r in runs.values())
     for run in runs.values():
-        tokens = [t for t, _ in run["curve"]]
+        tokens = [point[0] for point in run["curve"]]
         assert tokens == sorted(tokens) and tokens[-1] >= run["settings"]["token_budget"]
         assert run["generated_completions"] == run["trained_completions"]  # both train what they generate
     assert runs["uniform"]["curve"][-1][1] - runs["uniform"]["curve"][0][1] >= 0.15
