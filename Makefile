@@ -50,7 +50,7 @@ bench: install
 	$(PY) bench/bench_simulator.py
 	$(PY) bench/bench_trainer.py
 
-# Accuracy per token (docs/benchmarks.md): every method x 8 seeds (~1 h on 2 cores, resumable), or with QUICK=1 one seed of
+# Accuracy per token (docs/benchmarks.md): every method x 8 seeds (~45 min on 2 idle cores, resumable), or with QUICK=1 one seed of
 # uniform and knapsack (~5 min with the model's pretraining, ~1 min once cached). Fails unless uniform learns.
 OUT ?= out/bench_learning
 bench-learning: install

@@ -5,8 +5,8 @@ trains with each method through ``AdaptiveGRPOTrainer`` until it has generated t
 its exact held-out accuracy is recorded at fixed token checkpoints. Seeds pair the runs: a seed fixes the training
 prompts, the held-out prompts, the data order and the sampling streams, and every run starts from the same weights.
 
-    make bench-learning                      # every method x 8 seeds, about 60 minutes on 2 CPU cores
-    make bench-learning QUICK=1 OUT=out/q    # one seed, uniform and knapsack, about 4 minutes (with pretraining)
+    make bench-learning                      # every method x 8 seeds, about 45 minutes on 2 idle CPU cores
+    make bench-learning QUICK=1 OUT=out/q    # seed 0, uniform and knapsack: 1 minute, 5 with the pretraining
     python bench/bench_learning.py --gpu     # the same on a lent GPU: 4x the batch and the token budget
 
 Each finished run is written to OUT/runs/ at once, and a rerun skips the runs found there (resumable; a changed
