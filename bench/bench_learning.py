@@ -70,8 +70,9 @@ def run_all(methods: list[str], seeds: list[int], settings: RunSettings, model_p
     for seed in seeds:  # seed-major: an interrupted benchmark leaves complete pairs
         for method in methods:
             path = out / "runs" / f"{method}-seed{seed}.json"
-            if path.is_file() and json.loads(path.read_text()).get("settings") == asdict(settings):
-                records.append(json.loads(path.read_text()))
+            found = json.loads(path.read_text()) if path.is_file() else None
+            if found is not None and found.get("settings") == asdict(settings):
+                records.append(found)
                 continue
             start = time.perf_counter()
             record = {**run(method, seed, settings, model_path, str(out / "trainer")), "settings": asdict(settings)}

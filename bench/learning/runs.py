@@ -111,6 +111,7 @@ def run(method: str, seed: int, settings: RunSettings, model_path: str, output_d
     train = task.Prompts.draw(settings.train_prompts, seed=1000 + seed).rows
     heldout = task.Prompts.draw(settings.heldout_prompts, seed=10**6 + seed).rows
     tokenizer = AutoTokenizer.from_pretrained(model_path)
+    heldout_batches = task.scoring_batches(tokenizer, heldout)  # tokenized once, scored at every checkpoint
     reward = TokenCountingReward()
     curve: list[list[float]] = []
 
@@ -121,7 +122,7 @@ def run(method: str, seed: int, settings: RunSettings, model_path: str, output_d
 
         def on_step_end(self, args, state, control, model=None, **kwargs):
             if checkpoints and reward.tokens >= checkpoints[0]:
-                accuracy = float(task.expected_accuracy(model, tokenizer, heldout).mean())
+                accuracy = float(task.expected_accuracy(model, tokenizer, heldout, heldout_batches).mean())
                 curve.append([reward.tokens, accuracy, state.global_step])
                 while checkpoints and reward.tokens >= checkpoints[0]:
                     checkpoints.pop(0)
@@ -137,7 +138,7 @@ def run(method: str, seed: int, settings: RunSettings, model_path: str, output_d
     )
     trainer.remove_callback(PrinterCallback)  # the per-step dict of every metric, 80 runs long
     trainer.add_callback(HeldOut())
-    curve.append([0, float(task.expected_accuracy(trainer.model, tokenizer, heldout).mean()), 0])
+    curve.append([0, float(task.expected_accuracy(trainer.model, tokenizer, heldout, heldout_batches).mean()), 0])
     start = time.perf_counter()
     trainer.train()
     seconds = time.perf_counter() - start

@@ -78,11 +78,34 @@ def pretraining_batch(rng: np.random.Generator, size: int) -> tuple[np.ndarray, 
     return ids, mask
 
 
-def expected_accuracy(model, tokenizer, rows: list[dict], batch_size: int = 512) -> np.ndarray:
+def scoring_batches(tokenizer, rows: list[dict], batch_size: int = 512) -> list[tuple]:
+    """``rows`` as (ids, attention mask, answer-token mask) tensors of at most ``batch_size`` rows, right-padded: each
+    row is its prompt, its reversal and end of sequence. Built once per held-out set, read at every evaluation."""
+    import torch
+
+    batches = []
+    for start in range(0, len(rows), batch_size):
+        chunk = rows[start : start + batch_size]
+        prompts = [tokenizer(r["prompt"])["input_ids"] for r in chunk]
+        answers = [tokenizer(r["answer"])["input_ids"] + [tokenizer.eos_token_id] for r in chunk]
+        lengths = torch.tensor([len(p) + len(a) for p, a in zip(prompts, answers, strict=True)])
+        width = int(lengths.max())
+        ids = torch.full((len(chunk), width), tokenizer.pad_token_id, dtype=torch.long)
+        targets = torch.zeros((len(chunk), width), dtype=torch.bool)
+        for row, (p, a) in enumerate(zip(prompts, answers, strict=True)):
+            ids[row, : len(p) + len(a)] = torch.tensor(p + a)
+            targets[row, len(p) : len(p) + len(a)] = True
+        attention = (torch.arange(width)[None, :] < lengths[:, None]).long()
+        batches.append((ids, attention, targets))
+    return batches
+
+
+def expected_accuracy(model, tokenizer, rows: list[dict], batches: list[tuple] | None = None) -> np.ndarray:
     """Per row, the probability that the model samples exactly the reversal then end of sequence (temperature 1).
 
     This is the expected reward of ``reward_reversal`` under the policy, computed exactly (teacher forcing), so a
     held-out evaluation has no sampling noise. ``tests/test_bench_learning.py`` checks it against sampling.
+    ``batches``: ``scoring_batches(tokenizer, rows)`` when the same rows are scored again and again.
     """
     import torch
 
@@ -91,20 +114,10 @@ def expected_accuracy(model, tokenizer, rows: list[dict], batch_size: int = 512)
     model.eval()
     device = next(model.parameters()).device
     with torch.no_grad():
-        for start in range(0, len(rows), batch_size):
-            chunk = rows[start : start + batch_size]
-            prompts = [tokenizer(r["prompt"])["input_ids"] for r in chunk]
-            completions = [tokenizer(r["answer"])["input_ids"] + [tokenizer.eos_token_id] for r in chunk]
-            width = max(len(p) + len(c) for p, c in zip(prompts, completions, strict=True))
-            ids = torch.full((len(chunk), width), tokenizer.pad_token_id, dtype=torch.long)
-            targets = torch.zeros((len(chunk), width), dtype=torch.bool)
-            for row, (p, c) in enumerate(zip(prompts, completions, strict=True)):
-                ids[row, : len(p) + len(c)] = torch.tensor(p + c)
-                targets[row, len(p) : len(p) + len(c)] = True
-            lengths = torch.tensor([len(p) + len(c) for p, c in zip(prompts, completions, strict=True)])
-            attention = (torch.arange(width)[None, :] < lengths[:, None]).long()
-            logits = model(input_ids=ids.to(device), attention_mask=attention.to(device)).logits[:, :-1].float()
-            token_logprobs = torch.log_softmax(logits, -1).gather(-1, ids[:, 1:, None].to(device))[..., 0]
+        for ids, attention, targets in batches or scoring_batches(tokenizer, rows):
+            ids = ids.to(device)
+            logits = model(input_ids=ids, attention_mask=attention.to(device)).logits[:, :-1].float()
+            token_logprobs = torch.log_softmax(logits, -1).gather(-1, ids[:, 1:, None])[..., 0]
             total = (token_logprobs * targets[:, 1:].to(device)).sum(1)
             probabilities.append(total.exp().cpu().numpy())
     model.train(was_training)
