@@ -108,7 +108,7 @@ def test_posterior_state_round_trip_is_exact_and_resumes_bit_identically(tmp_pat
         if step % 5 == 4:
             stats.end_epoch()
     state = stats.state_dict()
-    assert state["version"] == FORMAT_VERSION == 3 and state["config"]["posterior_half_life"] == 3.7
+    assert state["version"] == FORMAT_VERSION == 4 and state["config"]["posterior_half_life"] == 3.7
     assert set(state["columns"]) >= {"posterior_successes", "posterior_failures"}
     stats.save(tmp_path / "s.json")
     loaded = PromptStatistics.load(tmp_path / "s.json", posterior_half_life=3.7)

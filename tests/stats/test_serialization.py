@@ -24,7 +24,7 @@ def _full_store() -> PromptStatistics:
 def test_version_2_round_trip_with_priors_and_fingerprints(tmp_path):
     stats = _full_store()
     state = stats.state_dict()
-    assert state["version"] == FORMAT_VERSION == 3  # version 3 adds the posterior columns
+    assert state["version"] == FORMAT_VERSION == 4  # version 4 adds the length columns
     assert state["prompt_ids"] == [10, 11, 13, 14]  # 12 only had a NaN reward: no row
     assert state["fingerprints"] == ["a" * 16, "b" * 16, "", "c" * 16]
     assert state["columns"]["prior_attempts"] == [3.0, 0.0, 3.0, 0.0]
@@ -97,7 +97,7 @@ def test_missing_keys_are_named(key, tmp_path):
         (lambda s: s["fingerprints"].pop(), "fingerprints and prompt_ids differ in length"),
         (lambda s: s["fingerprints"].__setitem__(0, None), "fingerprints must be a list of strings"),
         (lambda s: s.__setitem__("epoch", -1), "epoch must be an integer"),
-        (lambda s: s.__setitem__("version", 4), "format version 4"),
+        (lambda s: s.__setitem__("version", 5), "format version 5"),
     ],
 )
 def test_inconsistent_states_are_rejected(change, match):
@@ -154,9 +154,9 @@ def test_version_2_state_loads_with_the_cumulative_posterior(tmp_path):
     v3 = _full_store().state_dict()
     v2 = json.loads(json.dumps(v3))
     v2["version"] = 2
-    for key in ("posterior_half_life", "posterior_prior_a", "posterior_prior_b"):
+    for key in ("posterior_half_life", "posterior_prior_a", "posterior_prior_b", "length_decay"):
         del v2["config"][key]
-    for key in ("posterior_successes", "posterior_failures"):
+    for key in ("posterior_successes", "posterior_failures", "length_tokens", "length_weight"):
         del v2["columns"][key]
     config = {"success_threshold": 0.5, "decay": 0.8, "prior_alpha": 0.5, "prior_beta": 4.0}
     plain = PromptStatistics(**config)
@@ -187,11 +187,12 @@ def test_posterior_evidence_above_the_counts_is_rejected():
 
 def test_every_stored_column_has_one_owner_and_import_paths_hold():
     from trl_adaptive.stats import ESTIMATORS, PriorCounts, stable_prompt_ids
-    from trl_adaptive.stats.serialization import COLUMNS, V1_COLUMNS, V2_COLUMNS
+    from trl_adaptive.stats.lengths import CompletionLength
+    from trl_adaptive.stats.serialization import COLUMNS, V1_COLUMNS, V2_COLUMNS, V3_COLUMNS
 
-    owners = [name for part in (*ESTIMATORS, PriorCounts) for name in part.columns]
-    assert sorted(owners) == sorted(COLUMNS) and len(set(owners)) == len(owners) == 13
-    assert V1_COLUMNS == COLUMNS[:8] and V2_COLUMNS == COLUMNS[:11]
+    owners = [name for part in (*ESTIMATORS, PriorCounts, CompletionLength) for name in part.columns]
+    assert sorted(owners) == sorted(COLUMNS) and len(set(owners)) == len(owners) == 15
+    assert V1_COLUMNS == COLUMNS[:8] and V2_COLUMNS == COLUMNS[:11] and V3_COLUMNS == COLUMNS[:13]
     assert [e.name for e in ESTIMATORS] == ["epoch_rate", "decayed_rate", "posterior"]
     assert stable_prompt_ids(["a3f9c2"]).tolist() == [2513115939235962885]
     code = "import sys, trl_adaptive.stats; print(sorted({'torch', 'trl', 'datasets'} & set(sys.modules)))"
@@ -283,7 +284,7 @@ def test_stored_version_1_state_reads_as_a_store_without_priors_or_fingerprints(
     assert b.smoothed_rate.tolist() == [(1 + 1.27) / (17 + 5.6), 1 / 21]
     assert b.beta_a.tolist() == [5.0, 1.0] and b.beta_b.tolist() == [3.0, 5.0]  # the cumulative counts
     state = stats.state_dict()
-    assert state["version"] == 3 and state["fingerprints"] == ["", ""]
+    assert state["version"] == 4 and state["fingerprints"] == ["", ""]
     assert state["columns"]["posterior_failures"] == [2.0, 4.0] and state["config"]["posterior_half_life"] is None
     assert STORED_V1["version"] == 1 and "posterior_failures" not in STORED_V1["columns"]  # the input is untouched
 
@@ -299,12 +300,18 @@ def test_stored_version_2_state_reads_with_its_priors_and_the_cumulative_posteri
     assert stats.batch([3]).beta_a.tolist() == [1 + 2 * 2**-0.5]
 
 
-def test_stored_version_3_state_round_trips_bit_for_bit(tmp_path):
+def test_stored_version_3_state_reads_with_no_length_measured_and_keeps_every_count(tmp_path):
     (tmp_path / "v3.json").write_text(json.dumps(STORED_V3))
-    stats = PromptStatistics.load(tmp_path / "v3.json", posterior_half_life=4.0)
-    assert stats.state_dict() == STORED_V3
+    stats = PromptStatistics.load(tmp_path / "v3.json", posterior_half_life=4.0, length_decay=0.5)
+    state = stats.state_dict()
+    assert state["version"] == 4 and state["config"] == {**STORED_V3["config"], "length_decay": 0.5}
+    assert state["columns"] == {**STORED_V3["columns"], "length_tokens": [0.0, 0.0], "length_weight": [0.0, 0.0]}
+    assert {k: v for k, v in state.items() if k not in ("version", "config", "columns")} == {
+        k: v for k, v in STORED_V3.items() if k not in ("version", "config", "columns")
+    }
+    assert np.isnan(stats.expected_tokens([7, 9])).all()
     stats.save(tmp_path / "again.json")
-    assert (tmp_path / "again.json").read_text() == json.dumps(STORED_V3, separators=(",", ":"))
+    assert PromptStatistics.load(tmp_path / "again.json").state_dict() == state  # version 4 round-trips exactly
     b = stats.batch([7, 9])
     assert b.beta_a.tolist() == [0.5 + 2.0 + 0.8408964152537145, 0.5]
     assert b.smoothed_rate.tolist() == [(1 + 1.0 + 0.9 * 2) / (17 + 2.0 + 0.9 * 8), 1 / 18]
@@ -329,7 +336,7 @@ def test_to_dataset_columns_and_metadata():
     assert list(ds["prompt_fingerprint"][:]) == stats.state_dict()["fingerprints"]
     meta = json.loads(ds.info.description)
     assert meta == json.loads(ds.features["prompt_id"].id)
-    assert meta == {"format": "trl_adaptive.PromptStatistics", "version": 3, "config": stats.config, "epoch": 1}
+    assert meta == {"format": "trl_adaptive.PromptStatistics", "version": 4, "config": stats.config, "epoch": 1}
 
 
 def test_dataset_round_trips(tmp_path):

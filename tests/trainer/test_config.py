@@ -87,6 +87,14 @@ def test_trl_parser_reads_the_new_fields(tmp_path):
         ({"posterior_prior_a": 0.0}, "posterior_prior_a=0.0: must be > 0"),
         ({"posterior_prior_b": -1.0}, "posterior_prior_b=-1.0: must be > 0"),
         ({"posterior_prior_a": float("nan")}, "posterior_prior_a=nan: must be finite"),
+        (
+            {"allocator": "uniform", "generation_token_budget": 1000.0},
+            "generation_token_budget=1000.0 needs an allocator .* allocator='uniform' does not. Choose one of "
+            "bayes_knapsack, knapsack",
+        ),
+        ({"allocator": "knapsack", "generation_token_budget": 0}, "generation_token_budget=0: must be"),
+        ({"allocator": "knapsack", "generation_token_budget": float("inf")}, "generation_token_budget=inf"),
+        ({"length_decay": 0.0}, "length_decay=0.0: must lie in (0, 1]"),
     ],
 )
 def test_invalid_config_fails_at_construction(tmp_path, overrides, message):
@@ -263,3 +271,16 @@ def test_the_default_allocator_is_the_learning_benchmarks_best(tiny_model_dir, t
         train_dataset=make_dataset(),
     )
     assert isinstance(trainer.allocator, BayesKnapsackAllocator)
+
+
+@pytest.mark.parametrize("pilot", [0, 2])
+def test_the_token_budget_reaches_the_allocator_and_the_length_decay_the_store(tmp_path, pilot):
+    allocator = "bayes_knapsack" if pilot else "knapsack"
+    kwargs = tiny_config_kwargs(str(tmp_path)) | {"allocator": allocator, "pilot_rollouts": pilot}
+    args = AdaptiveGRPOConfig(**kwargs, generation_token_budget=640.0, length_decay=0.5)
+    procedure = args.build_procedure()
+    assert procedure.allocator.token_budget == 640.0 and type(procedure).__name__ == (
+        "Pilot" if pilot else "PlanAhead"
+    )
+    assert args.statistics_config["length_decay"] == 0.5
+    assert AdaptiveGRPOConfig(**kwargs).build_procedure().allocator.token_budget is None

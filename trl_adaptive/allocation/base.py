@@ -46,6 +46,9 @@ class PromptBatchStats:
         prior_attempts: ``(M,)`` float64 pseudo-observations of each prompt's prior success rate (e.g. a dataset's
             pass-rate column), 0 where there is none; ``None`` when the source has no priors at all. A prompt with a
             prior is not "unseen" even before its first scored completion.
+        expected_tokens: ``(M,)`` float64 expected generated tokens per completion of each prompt (the store's
+            length estimate; the population's for prompts never measured; NaN when unknown), or ``None``: what a
+            token budget and token-balanced dispatch read.
     """
 
     prompt_ids: np.ndarray
@@ -56,6 +59,7 @@ class PromptBatchStats:
     beta_a: np.ndarray
     beta_b: np.ndarray
     prior_attempts: np.ndarray | None = None
+    expected_tokens: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.prompt_ids)

@@ -26,6 +26,7 @@ budget by this allocator on the updated posterior): :func:`pilot_budget_check`, 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,7 +34,9 @@ import numpy as np
 from .._validate import check_int
 from . import _kernels
 from .base import Allocation, Allocator, PromptBatchStats, largest_remainder, register_allocator
+from .knapsack import check_token_budget
 from .solvers import SOLVERS, _ensure_compiled, solve_dp, solve_greedy
+from .token_budget import expected_lengths, within_token_budget
 
 
 @register_allocator
@@ -63,6 +66,11 @@ class BayesKnapsackAllocator(Allocator):
         min_rollouts: N_low (default 2).
         max_rollouts: N_up (default 128, as ``knapsack``).
         solver: ``"greedy"`` (default; exact by concavity) or ``"dp"`` (the paper's dynamic programme).
+        token_budget: T, the most expected generated tokens of the batch (``stats.expected_tokens`` per completion),
+            or None (default: unchanged). When the counts above would spend more, the prompts with evidence are
+            re-solved under T (:mod:`.token_budget`: the same expected value and number of completions, each
+            completion priced by its tokens); prompts without evidence keep their uniform share. In
+            :meth:`allocate_remaining` T covers both rounds: the tokens expected of ``already`` count against it.
 
     Example:
         >>> nan = float("nan")
@@ -82,20 +90,28 @@ class BayesKnapsackAllocator(Allocator):
     reads = ("posterior",)  # beta_a, beta_b (and the real counts' evidence)
 
     solver: str = "greedy"
+    token_budget: float | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.solver not in SOLVERS:
             raise ValueError(f"solver={self.solver!r} is not one of {SOLVERS}: use 'greedy' (default) or 'dp'.")
+        check_token_budget(self.token_budget)
 
-    def _allocate(self, stats: PromptBatchStats, budget: int) -> np.ndarray:
+    def _allocate(self, stats: PromptBatchStats, budget: int) -> np.ndarray | Allocation:
         a, b = posterior(stats)
         num_prompts = len(a)
         counts = largest_remainder(np.full(num_prompts, budget / num_prompts), budget)
         seen = np.flatnonzero(np.asarray(stats.evidence) > 0)
         if len(seen):
             counts[seen] = self._solve(a[seen], b[seen], int(counts[seen].sum()), self.min_rollouts)
-        return counts
+        if self.token_budget is None:
+            return counts
+        gains = functools.partial(expected_gains, a[seen], b[seen], self.max_rollouts)
+        lengths = expected_lengths(stats)
+        return within_token_budget(
+            counts, seen, lengths, self.token_budget, gains, self.min_rollouts, self.max_rollouts
+        )
 
     def allocate_remaining(self, stats: PromptBatchStats, budget_left: int, already: np.ndarray) -> Allocation:
         """Round two of a step: extra completions per prompt on top of ``already`` (e.g. a pilot round's k each).
@@ -139,7 +155,15 @@ class BayesKnapsackAllocator(Allocator):
                 f"{self.max_rollouts}]: the total must lie in [{low}, {high}], it is {total}. Change the pilot, the "
                 "budget or the bounds."
             )
-        totals = self.checked(Allocation(self._solve(a, b, total, lower)), stats, total)
+        totals = Allocation(self._solve(a, b, total, lower))
+        if self.token_budget is not None:
+            gains = functools.partial(expected_gains, a, b, self.max_rollouts)
+            lengths = expected_lengths(stats)
+            every = np.arange(num_prompts)
+            totals = within_token_budget(
+                totals.counts, every, lengths, self.token_budget, gains, lower, self.max_rollouts
+            )
+        totals = self.checked(totals, stats, total)
         return dataclasses.replace(totals, counts=totals.counts - already, budget=int(budget_left))
 
     def _solve(self, a: np.ndarray, b: np.ndarray, budget: int, lower: int | np.ndarray) -> np.ndarray:

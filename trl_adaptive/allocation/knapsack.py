@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
 
-from .base import Allocator, PromptBatchStats, largest_remainder, register_allocator
+from .._validate import check_number
+from .base import Allocation, Allocator, PromptBatchStats, largest_remainder, register_allocator
 from .solvers import SOLVERS, solve_dp, solve_greedy
+from .token_budget import expected_lengths, within_token_budget
 from .value import marginal_gains, mixed_group_demand, value_table
 
 
@@ -48,6 +51,11 @@ class KnapsackAllocator(Allocator):
         solver: ``"greedy"`` (default; exact because Value is concave for N >= 1, and 60-160x faster than ``"dp"`` at
             256 prompts x 8, see docs/benchmarks.md) or ``"dp"`` (the paper's dynamic programme). Both are exact; they
             may break ties differently.
+        token_budget: T, the most expected generated tokens of the batch (``stats.expected_tokens`` per completion),
+            or None (default: the rules above, unchanged). When the rules' counts would spend more, the seen prompts
+            are re-solved under T (:mod:`.token_budget`): the same number of completions, Value first, then the
+            fallback's tiers in their order (the p = 0 prompts' share, the surplus to mid prompts, the rest), each
+            tier's completions priced by their tokens. Unseen prompts keep their uniform share.
 
     Example:
         >>> nan = float("nan")
@@ -73,6 +81,7 @@ class KnapsackAllocator(Allocator):
 
     fallback: bool = True
     solver: str = "greedy"
+    token_budget: float | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -80,8 +89,21 @@ class KnapsackAllocator(Allocator):
             raise ValueError(f"solver={self.solver!r} is not one of {SOLVERS}: use 'greedy' (default) or 'dp'.")
         if not isinstance(self.fallback, (bool, np.bool_)):
             raise ValueError(f"fallback={self.fallback!r} must be True or False.")
+        check_token_budget(self.token_budget)
 
-    def _allocate(self, stats: PromptBatchStats, budget: int) -> np.ndarray:
+    def _allocate(self, stats: PromptBatchStats, budget: int) -> np.ndarray | Allocation:
+        counts = self._allocate_counts(stats, budget)
+        if self.token_budget is None:
+            return counts
+        rates = np.asarray(stats.success_rate, dtype=np.float64)
+        seen = np.flatnonzero(~np.isnan(rates))
+        gains = functools.partial(tiered_gains, rates[seen], self.min_rollouts, self.max_rollouts, self.fallback)
+        lengths = expected_lengths(stats)
+        return within_token_budget(
+            counts, seen, lengths, self.token_budget, gains, self.min_rollouts, self.max_rollouts
+        )
+
+    def _allocate_counts(self, stats: PromptBatchStats, budget: int) -> np.ndarray:
         success_rates = np.asarray(stats.success_rate, dtype=np.float64)
         num_prompts = len(success_rates)
         counts = largest_remainder(np.full(num_prompts, budget / num_prompts), budget)
@@ -137,6 +159,40 @@ class KnapsackAllocator(Allocator):
         if self.solver == "dp":
             return solve_dp(value_table(rates, n_cols), budget, lower, upper)
         return solve_greedy(None, budget, lower, upper, gains=marginal_gains(rates, n_cols))
+
+
+def check_token_budget(token_budget: object) -> None:
+    """A ValueError naming ``token_budget`` unless it is None or a finite number of tokens > 0."""
+    if token_budget is not None:
+        reason = "expected generated tokens per generation batch; None turns the budget off"
+        check_number("token_budget", token_budget, above=0, finite=True, reason=reason)
+
+
+def tiered_gains(rates: np.ndarray, n_low: int, n_up: int, fallback: bool = True) -> np.ndarray:
+    """``(M, n_up)`` marginal gains whose greedy follows Knapsack RL's priorities, for the knapsack under a token
+    budget: Value's gains first; then, in scaled-down tiers that every Value gain outranks, the fallback's order
+    (the p = 0 prompts filled evenly, the mid prompts beyond their 90%-mixed demand by Value, then the rest evenly).
+    Without the fallback the zero-value prompts form the last tier. Pricing each completion's tokens against these
+    gains moves the cheapest-to-lose completions first, tier by tier.
+    """
+    rates = np.asarray(rates, dtype=np.float64)
+    columns = np.arange(n_up, dtype=np.float64)[None, :]
+    value = marginal_gains(rates, n_up)
+    mid = (rates > 0) & (rates < 1)
+    if fallback:
+        demand = mixed_group_demand(np.where(mid, rates, 0.5), n_low=n_low, n_up=n_up)[:, None]
+    else:
+        demand = np.full((len(rates), 1), n_up)
+    within = mid[:, None] & (columns < demand)
+    smallest = value[within & (columns >= n_low)]
+    scale = 0.5 * float(smallest[smallest > 0].min()) if np.any(smallest > 0) else 1.0
+    even = (n_up - columns) / n_up  # decreasing in N: equal prompts are filled evenly
+    hard = (rates == 0)[:, None] if fallback else np.zeros((len(rates), 1), dtype=bool)
+    top_value = float(value.max()) if value.size else 1.0
+    tier3 = scale / n_up / 2  # below the last p = 0 unit
+    beyond = tier3 * (0.5 + 0.5 * value / max(top_value, 1e-300))  # ordered by Value, above every tier-4 unit
+    gains = np.where(within, value, np.where(hard, scale * even, np.where(mid[:, None], beyond, tier3 / 4 * even)))
+    return np.ascontiguousarray(gains)
 
 
 def fill_evenly(counts: np.ndarray, extra: int, n_up: int) -> tuple[np.ndarray, int]:

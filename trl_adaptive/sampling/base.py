@@ -97,6 +97,7 @@ class BatchRecord:
         success_rates: ``(U,)`` the store's success rate of each prompt when it joined (what was decided on).
         group_ids: ``(K,)`` index into ``prompt_ids`` of every completion generated, in generation order.
         rewards: ``(K,)`` total reward of each completion, NaN when no reward function scored it.
+        completion_tokens: ``(K,)`` generated tokens of each completion, NaN where the driver did not measure them.
         round_sizes: completions generated per round.
         weight_of: advantage multiplier per prompt id, where a procedure set one (see :attr:`weights`).
         allocations: every :class:`Allocation` made in the batch, the batch's own first (``Allocator.end_step``).
@@ -108,6 +109,7 @@ class BatchRecord:
     success_rates: np.ndarray = field(default_factory=lambda: np.zeros(0))
     group_ids: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     rewards: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    completion_tokens: np.ndarray = field(default_factory=lambda: np.zeros(0))
     round_sizes: list[int] = field(default_factory=list)
     weight_of: dict[int, float] = field(default_factory=dict)
     allocations: list[Allocation] = field(default_factory=list)
@@ -179,9 +181,11 @@ class BatchRecord:
             self.success_rates = np.concatenate([self.success_rates, statistics(new).success_rate])
         return self.index_of(ids)
 
-    def add(self, group_ids: np.ndarray, rewards: np.ndarray) -> None:
+    def add(self, group_ids: np.ndarray, rewards: np.ndarray, completion_tokens: np.ndarray | None = None) -> None:
+        tokens = np.full(len(group_ids), np.nan) if completion_tokens is None else completion_tokens
         self.group_ids = np.concatenate([self.group_ids, np.asarray(group_ids, dtype=np.int64)])
         self.rewards = np.concatenate([self.rewards, np.asarray(rewards, dtype=np.float64)])
+        self.completion_tokens = np.concatenate([self.completion_tokens, np.asarray(tokens, dtype=np.float64)])
         self.round_sizes.append(len(group_ids))
 
 
@@ -289,12 +293,15 @@ class BatchRun:
         positions = self.record.join(request.prompt_ids, self.ctx.statistics)
         return request, np.repeat(positions, request.counts)
 
-    def observe(self, jobs: np.ndarray, rewards: np.ndarray) -> None:
-        """Record the round's completions (``jobs`` from :meth:`next_round`, their total rewards) and go on."""
+    def observe(self, jobs: np.ndarray, rewards: np.ndarray, completion_tokens: np.ndarray | None = None) -> None:
+        """Record the round's completions (``jobs`` from :meth:`next_round`, their total rewards and, when measured,
+        their generated tokens) and go on."""
         rewards = np.asarray(rewards, dtype=np.float64)
         if rewards.shape != (len(jobs),):
             raise ValueError(f"observe: {rewards.shape} rewards for {len(jobs)} completions of the round.")
-        self.record.add(jobs, rewards)
+        if completion_tokens is not None and np.shape(completion_tokens) != (len(jobs),):
+            raise ValueError(f"observe: {np.shape(completion_tokens)} lengths for {len(jobs)} completions.")
+        self.record.add(jobs, rewards, completion_tokens)
         self._advance(None)
 
     def outcome(self) -> Outcome:
@@ -398,15 +405,17 @@ def pad_round(request: Round, record: BatchRecord, short: int, max_rollouts: int
 def drive(
     procedure: Procedure,
     ctx: BatchContext,
-    generate: Callable[[Round, np.ndarray], np.ndarray],
+    generate: Callable[[Round, np.ndarray], np.ndarray | tuple[np.ndarray, np.ndarray]],
     round_multiple: int = 1,
 ) -> Outcome:
-    """Run ``procedure`` on one batch: ``generate(round, jobs) -> rewards`` (one per job, in order) each round.
+    """Run ``procedure`` on one batch: ``generate(round, jobs) -> rewards`` (one per job, in order) each round, or
+    ``-> (rewards, completion_tokens)`` when the generator measures lengths.
 
     The simulator's driver (Bernoulli rewards); :class:`BatchRun` is the same loop step by step.
     """
     run = BatchRun(procedure, ctx, round_multiple)
     while not run.finished:
         request, jobs = run.next_round()
-        run.observe(jobs, generate(request, jobs))
+        generated = generate(request, jobs)
+        run.observe(jobs, *generated) if isinstance(generated, tuple) else run.observe(jobs, generated)
     return run.outcome()

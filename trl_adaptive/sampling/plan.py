@@ -107,6 +107,8 @@ class Pilot(Procedure):
         stats = ctx.statistics(ids)
         yield Round(ids, np.full(len(ids), self.pilot_rollouts, dtype=np.int64))
         already = record.counts(ids)  # k each, plus any completion a round rounded up to the ranks added
+        if already.sum() >= ctx.budget:  # a dynamic-sampling refill whose pilot the ranks' rounding already filled
+            return record.completions_of(ids)
         posterior = absorb(stats, record.successes(ids), record.attempts(ids))
         allocation = self.allocator.allocate_remaining(posterior, ctx.budget - int(already.sum()), already)
         record.note_allocation(allocation)

@@ -22,8 +22,11 @@ def check_real(field: str, value: Any) -> float:
     return float(value)
 
 
-def check_decay(field: str, value: Any) -> float:
-    """Est's per-visit decay gamma, in (0, 1].
+def check_decay(
+    field: str, value: Any, decays: str = "Est's decayed counts", usual: str = "Reinforce-Ada Est's"
+) -> float:
+    """A per-visit decay gamma in (0, 1] (Est's by default); ``decays`` says what it multiplies, ``usual`` whose 0.9
+    it is.
 
     Example:
         >>> check_decay("est_decay", 0.9)
@@ -35,8 +38,8 @@ def check_decay(field: str, value: Any) -> float:
     decay = check_real(field, value)
     if not 0.0 < decay <= 1.0:
         raise ValueError(
-            f"{field}={value!r}: must lie in (0, 1]; it multiplies Est's decayed counts at every visit. Set "
-            f"{field}=0.9 (Reinforce-Ada Est's), or 1.0 to keep plain cumulative counts."
+            f"{field}={value!r}: must lie in (0, 1]; it multiplies {decays} at every visit. Set "
+            f"{field}=0.9 ({usual}), or 1.0 to keep plain cumulative counts."
         )
     return decay
 

@@ -1,8 +1,9 @@
 """The store as a ``datasets.Dataset``, one row per prompt, and back: a warm start for the next run.
 
 Columns: ``prompt_id`` (int64), ``prompt_fingerprint`` (string, ``""`` when unknown), ``success_rate`` (float64, the
-epoch rate with the prior, NaN when unknown; informational, not read back), then every stored column of
-:data:`~.serialization.COLUMNS` (whole ones as int64, the others as float64).
+epoch rate with the prior, NaN when unknown) and ``expected_completion_tokens`` (float64, the length estimate, the
+population's for prompts never measured, NaN when nothing is measured), both informational and not read back, then
+every stored column of :data:`~.serialization.COLUMNS` (whole ones as int64, the others as float64).
 
 The format name and version, the config and the epoch are JSON in the ``id`` of the ``prompt_id`` feature and, for
 people, in ``dataset.info.description``. The feature id is what :func:`state_from_dataset` reads: it survives
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .serialization import COLUMNS, FORMAT_NAME, FORMAT_VERSION, V2_COLUMNS
+from .serialization import COLUMNS, FORMAT_NAME, FORMAT_VERSION, V2_COLUMNS, V3_COLUMNS
 from .table import RowTable
 
 if TYPE_CHECKING:  # imported lazily at run time: the store imports without it
@@ -27,6 +28,7 @@ if TYPE_CHECKING:  # imported lazily at run time: the store imports without it
 _ID_COLUMN = "prompt_id"
 _FINGERPRINT_COLUMN = "prompt_fingerprint"
 _RATE_COLUMN = "success_rate"
+_LENGTH_COLUMN = "expected_completion_tokens"
 _METADATA_KEYS = ("format", "version", "config", "epoch")
 
 
@@ -35,9 +37,10 @@ def to_dataset(
     config: Mapping[str, Any],
     epoch: int,
     success_rate: np.ndarray,
+    expected_tokens: np.ndarray,
     whole: Collection[str],
 ) -> datasets.Dataset:
-    """One row per row of ``table``; ``success_rate`` per row; ``whole``: the columns written as int64."""
+    """One row per row of ``table``; ``success_rate``, ``expected_tokens``: per row; ``whole``: the int64 columns."""
     import datasets
     import pyarrow as pa
 
@@ -49,6 +52,7 @@ def to_dataset(
             _ID_COLUMN: datasets.Value("int64", id=metadata),
             _FINGERPRINT_COLUMN: datasets.Value("string"),
             _RATE_COLUMN: datasets.Value("float64"),
+            _LENGTH_COLUMN: datasets.Value("float64"),
             **{name: datasets.Value("int64" if name in whole else "float64") for name in COLUMNS},
         }
     )
@@ -56,6 +60,7 @@ def to_dataset(
         _ID_COLUMN: table.ids,
         _FINGERPRINT_COLUMN: list(table.fingerprints),
         _RATE_COLUMN: success_rate,
+        _LENGTH_COLUMN: expected_tokens,
     }
     for name in COLUMNS:
         col = table.column(name)
@@ -85,7 +90,7 @@ def state_from_dataset(dataset: datasets.Dataset) -> dict[str, Any]:
         raise TypeError(f"from_dataset takes a datasets.Dataset, got {type(dataset).__name__}.")
     _check_columns(dataset, (_ID_COLUMN, _FINGERPRINT_COLUMN, *V2_COLUMNS), prior_hint=True)
     state = _metadata(dataset)
-    names = V2_COLUMNS if state.get("version") in (1, 2) else COLUMNS
+    names = {1: V2_COLUMNS, 2: V2_COLUMNS, 3: V3_COLUMNS}.get(state.get("version"), COLUMNS)
     _check_columns(dataset, names, prior_hint=False)
     table = dataset.with_format("arrow")[:]  # honours an indices mapping (select / shuffle / filter)
     state["prompt_ids"] = table.column(_ID_COLUMN).to_pylist()

@@ -1,23 +1,24 @@
-"""The on-disk format of the statistics store: one JSON object, written as version 3, read in versions 1 to 3.
+"""The on-disk format of the statistics store: one JSON object, written as version 4, read in versions 1 to 4.
 
-Version 3 (written since the posterior's forgetting)::
+Version 4 (written since the completion-length estimate)::
 
-    {"format": "trl_adaptive.PromptStatistics", "version": 3,
+    {"format": "trl_adaptive.PromptStatistics", "version": 4,
      "config": {"success_threshold", "decay", "prior_alpha", "prior_beta",
-                "posterior_half_life", "posterior_prior_a", "posterior_prior_b"},
+                "posterior_half_life", "posterior_prior_a", "posterior_prior_b", "length_decay"},
      "epoch": int, "prompt_ids": [int], "fingerprints": [str, "" when unknown],
-     "columns": {name: [one number per id]}}          # the 13 names of COLUMNS
+     "columns": {name: [one number per id]}}          # the 15 names of COLUMNS
 
-Version 2 has no posterior columns and no posterior config; version 1 also has no ``fingerprints`` and no ``prior_*``
-columns. :func:`read_state` upgrades an older state to version 3 the way the store would have kept it: no prior and
-no fingerprint (version 1), and the posterior's evidence equal to the cumulative counts, nothing forgotten yet
-(versions 1 and 2). Each part of the store then reads and checks its own columns (``load_state_dict``). NumPy only.
+Version 3 has no length columns and no ``length_decay``; version 2 also no posterior columns and no posterior
+config; version 1 also no ``fingerprints`` and no ``prior_*`` columns. :func:`read_state` upgrades an older state to
+version 4 the way the store would have kept it: no prior and no fingerprint (version 1), the posterior's evidence
+equal to the cumulative counts, nothing forgotten yet (versions 1 and 2), and no length measured (versions 1 to 3).
+Each part of the store then reads and checks its own columns (``load_state_dict``). NumPy only.
 
 Example:
     >>> v1 = {"format": FORMAT_NAME, "version": 1, "epoch": 1, "prompt_ids": [7],
     ...       "config": {"success_threshold": 1.0, "decay": 0.9, "prior_alpha": 1.0, "prior_beta": 16.0},
     ...       "columns": {name: [2] for name in V1_COLUMNS}}
-    >>> state = read_state(v1, dict(zip(CONFIG_FIELDS, (1.0, 0.9, 1.0, 16.0, None, 1.0, 1.0))))
+    >>> state = read_state(v1, dict(zip(CONFIG_FIELDS, (1.0, 0.9, 1.0, 16.0, None, 1.0, 1.0, 0.9))))
     >>> state["fingerprints"], state["columns"]["prior_visits"], state["columns"]["posterior_failures"].tolist()
     ([''], [0], [0.0])
 """
@@ -31,24 +32,30 @@ import numpy as np
 
 from .columns import Columns, column_values
 from .estimators import BetaPosterior, EpochRate
+from .lengths import CompletionLength
 from .prior import PriorCounts
 from .table import RowTable
 
 FORMAT_NAME = "trl_adaptive.PromptStatistics"
-FORMAT_VERSION = 3
-READABLE_VERSIONS = (1, 2, 3)
+FORMAT_VERSION = 4
+READABLE_VERSIONS = (1, 2, 3, 4)
 
 # The columns each version holds, in the order they are written.
 V1_COLUMNS = (*EpochRate.columns, "decayed_successes", "decayed_attempts")
 V2_COLUMNS = (*V1_COLUMNS, *PriorCounts.columns, "prior_visits")
-COLUMNS = (*V2_COLUMNS, *BetaPosterior.columns)
+V3_COLUMNS = (*V2_COLUMNS, *BetaPosterior.columns)
+COLUMNS = (*V3_COLUMNS, *CompletionLength.columns)
 V2_CONFIG_FIELDS = ("success_threshold", "decay", "prior_alpha", "prior_beta")  # versions 1 and 2
 POSTERIOR_CONFIG_FIELDS = ("posterior_half_life", "posterior_prior_a", "posterior_prior_b")
-CONFIG_FIELDS = (*V2_CONFIG_FIELDS, *POSTERIOR_CONFIG_FIELDS)
+V3_CONFIG_FIELDS = (*V2_CONFIG_FIELDS, *POSTERIOR_CONFIG_FIELDS)
+LENGTH_CONFIG_FIELDS = ("length_decay",)
+CONFIG_FIELDS = (*V3_CONFIG_FIELDS, *LENGTH_CONFIG_FIELDS)
+# The config fields each version saves; those it lacks come from the run's settings (the store's defaults).
+SAVED_CONFIG_FIELDS = {1: V2_CONFIG_FIELDS, 2: V2_CONFIG_FIELDS, 3: V3_CONFIG_FIELDS, 4: CONFIG_FIELDS}
 
 
 def write_state(config: Mapping[str, Any], table: RowTable, parts: Sequence[Columns]) -> dict[str, Any]:
-    """The version-3 state of a store: its config, its table's ids and fingerprints, and every part's state."""
+    """The version-4 state of a store: its config, its table's ids and fingerprints, and every part's state."""
     merged: dict[str, Any] = {}
     columns: dict[str, list[Any]] = {}
     for part in parts:
@@ -67,10 +74,10 @@ def write_state(config: Mapping[str, Any], table: RowTable, parts: Sequence[Colu
 
 
 def read_state(state: Any, config: Mapping[str, Any]) -> dict[str, Any]:
-    """``state`` (any readable version) checked against the store's ``config`` and upgraded to version 3.
+    """``state`` (any readable version) checked against the store's ``config`` and upgraded to version 4.
 
     Returns:
-        ``{"epoch", "prompt_ids"`` (unique ``int64`` array), ``"fingerprints"``, ``"columns"}`` with all 13 columns;
+        ``{"epoch", "prompt_ids"`` (unique ``int64`` array), ``"fingerprints"``, ``"columns"}`` with all 15 columns;
         the parts check the columns' values when they load them.
 
     Raises:
@@ -85,13 +92,14 @@ def read_state(state: Any, config: Mapping[str, Any]) -> dict[str, Any]:
             f"PromptStatistics state has format version {version!r}; this code reads versions "
             f"{list(READABLE_VERSIONS)}. Upgrade trl_adaptive to read it, or start fresh statistics."
         )
-    _check_saved_config(_require(state, "config"), config, CONFIG_FIELDS if version == 3 else V2_CONFIG_FIELDS)
+    _check_saved_config(_require(state, "config"), config, SAVED_CONFIG_FIELDS[version])
     epoch = _require(state, "epoch")
     ids = _prompt_ids(_require(state, "prompt_ids"))
     columns = _require(state, "columns")
     if not isinstance(columns, dict):
         raise ValueError("PromptStatistics state: columns must be a dict of lists.")
-    missing = [name for name in {1: V1_COLUMNS, 2: V2_COLUMNS}.get(version, COLUMNS) if name not in columns]
+    saved = {1: V1_COLUMNS, 2: V2_COLUMNS, 3: V3_COLUMNS}.get(version, COLUMNS)
+    missing = [name for name in saved if name not in columns]
     if missing:
         raise ValueError(f"PromptStatistics state lacks columns {missing}.")
     fingerprints = [""] * len(ids) if version == 1 else _fingerprints(_require(state, "fingerprints"), len(ids))
@@ -99,7 +107,7 @@ def read_state(state: Any, config: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _upgrade(columns: Mapping[str, Any], version: int) -> dict[str, Any]:
-    """Version-3 columns from a version's columns (a copy; the saved state is not changed)."""
+    """Version-4 columns from a version's columns (a copy; the saved state is not changed)."""
     columns = dict(columns)
     if version == 1:  # no priors before version 2
         length = len(column_values(columns, "total_attempts"))
@@ -108,14 +116,17 @@ def _upgrade(columns: Mapping[str, Any], version: int) -> dict[str, Any]:
         successes = column_values(columns, "total_successes")
         columns["posterior_successes"] = successes.copy()
         columns["posterior_failures"] = column_values(columns, "total_attempts") - successes
+    if version < 4:  # no lengths measured before version 4
+        length = len(column_values(columns, "total_attempts"))
+        columns.update({name: [0.0] * length for name in CompletionLength.columns})
     return columns
 
 
 def config_to_load(state: Any, source: str, expected_config: Mapping[str, float | None]) -> dict[str, Any]:
     """The config to build a store for ``state`` with: the saved one, checked against ``expected_config``.
 
-    A version-1 or 2 state saves no posterior config: the expected values are used where given (the store's defaults
-    otherwise).
+    A version-1 or 2 state saves no posterior config, a version-1 to 3 state no ``length_decay``: the expected values
+    are used where given (the store's defaults otherwise).
 
     Raises:
         ValueError: naming ``source``, when ``state`` is not a store's state, its config is malformed, or a saved
@@ -124,11 +135,11 @@ def config_to_load(state: Any, source: str, expected_config: Mapping[str, float 
     if not isinstance(state, dict) or state.get("format") != FORMAT_NAME:
         raise ValueError(f"{source} is not a PromptStatistics file (expected format {FORMAT_NAME!r}).")
     saved = state.get("config")
-    fields = V2_CONFIG_FIELDS if state.get("version") in (1, 2) else CONFIG_FIELDS
+    fields = SAVED_CONFIG_FIELDS.get(state.get("version"), CONFIG_FIELDS)
     if not isinstance(saved, dict) or set(saved) != set(fields):
         found = sorted(saved) if isinstance(saved, dict) else saved
         raise ValueError(f"{source}: config must hold exactly {fields}, got {found!r}.")
-    saved = {**{k: expected_config[k] for k in POSTERIOR_CONFIG_FIELDS if k in expected_config}, **saved}
+    saved = {**{k: expected_config[k] for k in CONFIG_FIELDS if k not in fields and k in expected_config}, **saved}
     for field, value in expected_config.items():
         if saved[field] != value:
             raise ValueError(

@@ -36,12 +36,16 @@ from . import dataset as _dataset
 from ._checks import check_real
 from .estimators import BetaPosterior, DecayedRate, EpochRate, check_between
 from .fingerprints import fingerprint_mismatches, record_fingerprints
+from .lengths import CompletionLength, as_completion_tokens
 from .prior import PriorCounts
 from .serialization import COLUMNS, check_config_names, config_to_load, read_state, write_state
 from .table import RowTable, as_ids
 
 if TYPE_CHECKING:  # imported lazily at run time: the store imports without it
     import datasets
+
+Ids = np.ndarray | Sequence[int]
+Numbers = np.ndarray | Sequence[float]
 
 
 class PromptStatistics:
@@ -66,6 +70,9 @@ class PromptStatistics:
     ``bayes_knapsack``)                 ``posterior_half_life`` is set).
     ``attempts``, ``successes``         real cumulative counts only; ``prior_attempts`` carries t0, so a prompt with
                                         a prior is not "unseen".
+    ``expected_tokens``                 L / W, the prompt's generated tokens per completion, decayed by
+    (``completion_length``; token       gamma_L = ``length_decay`` per visit; the population's mean estimate for
+    budgets, dispatch)                  prompts never measured, NaN when none is (:mod:`.lengths`).
     ==================================  ==============================================================================
 
     Args:
@@ -77,6 +84,7 @@ class PromptStatistics:
             None (default) to never forget.
         posterior_prior_a, posterior_prior_b: a0, b0 > 0, the weak Beta prior of every prompt's posterior (default
             1, 1: CERO's Beta(1, 1); 0.5, 0.5 is Jeffreys' prior).
+        length_decay: gamma_L in (0, 1]; the per-visit decay of each prompt's measured completion lengths.
 
     Example:
         >>> stats = PromptStatistics(success_threshold=0.5)
@@ -101,6 +109,7 @@ class PromptStatistics:
         posterior_half_life: float | None = None,
         posterior_prior_a: float = 1.0,
         posterior_prior_b: float = 1.0,
+        length_decay: float = 0.9,
     ) -> None:
         self.success_threshold = check_real("success_threshold", success_threshold)
         self._table = RowTable(COLUMNS)
@@ -108,10 +117,11 @@ class PromptStatistics:
         self._decayed = DecayedRate(self._table, decay, prior_alpha, prior_beta)
         self._posterior = BetaPosterior(self._table, posterior_half_life, posterior_prior_a, posterior_prior_b)
         self._prior = PriorCounts(self._table)
+        self._lengths = CompletionLength(self._table, length_decay)
 
     @property
-    def _parts(self) -> tuple[EpochRate, DecayedRate, BetaPosterior, PriorCounts]:
-        return self._counts, self._decayed, self._posterior, self._prior
+    def _parts(self) -> tuple[EpochRate, DecayedRate, BetaPosterior, PriorCounts, CompletionLength]:
+        return self._counts, self._decayed, self._posterior, self._prior, self._lengths
 
     # -- settings and sizes -----------------------------------------------------------------------------------------
     decay = property(lambda self: self._decayed.decay, doc="Est's per-visit decay gamma.")
@@ -120,14 +130,14 @@ class PromptStatistics:
     posterior_half_life = property(lambda self: self._posterior.half_life, doc="The posterior's half-life, or None.")
     posterior_prior_a = property(lambda self: self._posterior.prior_a, doc="a0 of the posterior's weak prior.")
     posterior_prior_b = property(lambda self: self._posterior.prior_b, doc="b0 of the posterior's weak prior.")
-    posterior_decay = property(
-        lambda self: self._posterior.decay, doc="2^(-1/h), the posterior's factor per update call (1.0: never)."
-    )
+    length_decay = property(lambda self: self._lengths.decay, doc="The length estimate's per-visit decay.")
+    posterior_decay = property(lambda self: self._posterior.decay, doc="2^(-1/h) per update call (1.0: never).")
 
     @property
     def config(self) -> dict[str, float | None]:
-        """The seven constructor arguments; saved with the statistics and checked on load."""
-        return {"success_threshold": self.success_threshold, **self._decayed.config, **self._posterior.config}
+        """The eight constructor arguments; saved with the statistics and checked on load."""
+        config = {"success_threshold": self.success_threshold, **self._decayed.config, **self._posterior.config}
+        return config | self._lengths.config
 
     @property
     def epoch(self) -> int:
@@ -166,7 +176,7 @@ class PromptStatistics:
         return f"PromptStatistics({settings}; {len(self)} prompts, epoch {self.epoch})"
 
     # -- writing ----------------------------------------------------------------------------------------------------
-    def update(self, prompt_ids: np.ndarray | Sequence[int], rewards: np.ndarray | Sequence[float]) -> None:
+    def update(self, prompt_ids: Ids, rewards: Numbers, completion_tokens: Numbers | None = None) -> None:
         """Record one generation batch: one entry per completion, grouped here by prompt id.
 
         For each prompt with at least one scorable (non-NaN) reward, with s successes among t scored completions,
@@ -174,11 +184,13 @@ class PromptStatistics:
         grow (one visit; a prior's visit count v grows by one), the posterior's evidence grows. Each call is also one
         step of the posterior's clock, also when nothing is scored. Call it once per generation batch: two calls
         decay a prompt's counts twice. A step whose completions come in rounds should still make one call; a later
-        round's allocator reads the earlier rounds through ``bayes_knapsack.absorb``.
+        round's allocator reads the earlier rounds through ``bayes_knapsack.absorb``. With ``completion_tokens``, each
+        prompt's length estimate is visited once too (scored completions of known length only).
 
         Args:
             prompt_ids: ``(C,)`` integer prompt id of each completion.
             rewards: ``(C,)`` float reward of each completion; NaN for unscorable ones (not counted).
+            completion_tokens: ``(C,)`` generated tokens of each completion, NaN where unknown; None: none measured.
 
         Example:
             >>> s = PromptStatistics(decay=0.5)
@@ -193,9 +205,10 @@ class PromptStatistics:
                 f"prompt_ids and rewards must be 1-D arrays of equal length (one entry per completion), got shapes "
                 f"{ids.shape} and {r.shape}."
             )
+        tokens = as_completion_tokens(completion_tokens, len(r))
         self._posterior.tick()
         scored = ~np.isnan(r)
-        ids, r = ids[scored], r[scored]
+        ids, r, tokens = ids[scored], r[scored], tokens[scored]
         if len(ids) == 0:
             return
         unique, inverse = np.unique(ids, return_inverse=True)
@@ -206,6 +219,9 @@ class PromptStatistics:
         self._counts.observe(rows, successes, attempts)
         self._decayed.observe(rows, successes, attempts, with_prior=self._prior.has_prior(rows))
         self._posterior.observe(rows, successes, attempts)
+        measured = ~np.isnan(tokens)
+        lengths = np.bincount(inverse[measured], weights=tokens[measured], minlength=len(unique))
+        self._lengths.observe(rows, lengths, np.bincount(inverse[measured], minlength=len(unique)).astype(np.float64))
 
     def end_epoch(self) -> None:
         """Close the epoch: prompts attempted in it get it as their "last epoch"; current counts reset to 0.
@@ -215,9 +231,7 @@ class PromptStatistics:
         """
         self._counts.end_epoch()
 
-    def set_prior(
-        self, prompt_ids: np.ndarray | Sequence[int], success_rates: np.ndarray | Sequence[float], weight: float
-    ) -> None:
+    def set_prior(self, prompt_ids: Ids, success_rates: Numbers, weight: float) -> None:
         """Give prompts a prior success rate worth ``weight`` pseudo-completions, e.g. a dataset's pass-rate column.
 
         For each id with a finite rate p in [0, 1] (and weight w > 0) the prior is s0 = w p pseudo-successes among
@@ -244,7 +258,7 @@ class PromptStatistics:
         changed = self._prior.set(as_ids(prompt_ids), success_rates, weight)
         self._decayed.restart_prior(changed)
 
-    def set_fingerprints(self, prompt_ids: np.ndarray | Sequence[int], fingerprints: Sequence[str]) -> None:
+    def set_fingerprints(self, prompt_ids: Ids, fingerprints: Sequence[str]) -> None:
         """Record the fingerprint of each prompt's text (from :func:`.prompt_fingerprint`); adds rows for new ids.
 
         A stored fingerprint is overwritten: call :meth:`fingerprint_mismatches` first to refuse statistics that were
@@ -257,9 +271,7 @@ class PromptStatistics:
         record_fingerprints(self._table, as_ids(prompt_ids), fingerprints)
 
     # -- reading ----------------------------------------------------------------------------------------------------
-    def fingerprint_mismatches(
-        self, prompt_ids: np.ndarray | Sequence[int], fingerprints: Sequence[str]
-    ) -> np.ndarray:
+    def fingerprint_mismatches(self, prompt_ids: Ids, fingerprints: Sequence[str]) -> np.ndarray:
         """The ids whose stored fingerprint exists and differs from the given one: statistics of another prompt.
 
         Args:
@@ -278,7 +290,7 @@ class PromptStatistics:
         """
         return fingerprint_mismatches(self._table, as_ids(prompt_ids), fingerprints)
 
-    def success_rates(self, prompt_ids: np.ndarray | Sequence[int]) -> np.ndarray:
+    def success_rates(self, prompt_ids: Ids) -> np.ndarray:
         """Knapsack RL's p_i per id: (c_last + s0) / (t_last + t0), last completed epoch's counts plus the prior.
 
         Returns:
@@ -286,7 +298,18 @@ class PromptStatistics:
         """
         return self._counts.read(self._table.gather(as_ids(prompt_ids)))
 
-    def batch(self, prompt_ids: np.ndarray | Sequence[int]) -> PromptBatchStats:
+    def expected_tokens(self, prompt_ids: Ids) -> np.ndarray:
+        """``(M,)`` expected generated tokens per completion of each prompt (:mod:`.lengths`): its own estimate, the
+        population's for prompts never measured, NaN when no prompt has been measured.
+
+        Example:
+            >>> s = PromptStatistics(); s.update([1, 1, 2], [1.0, 0.0, 1.0], completion_tokens=[10, 20, 40])
+            >>> s.expected_tokens([1, 2, 3]).tolist()  # 3 is unseen: the mean of 15 and 40
+            [15.0, 40.0, 27.5]
+        """
+        return self._lengths.read(self._table.gather(as_ids(prompt_ids)))
+
+    def batch(self, prompt_ids: Ids) -> PromptBatchStats:
         """The statistics the allocators read, for the M prompts of one generation batch (ids may repeat).
 
         ``success_rate``, ``smoothed_rate`` and ``beta_a`` / ``beta_b`` as in the class docstring; ``attempts`` and
@@ -305,11 +328,12 @@ class PromptStatistics:
             beta_a=beta_a,
             beta_b=beta_b,
             prior_attempts=g["prior_attempts"],
+            expected_tokens=self._lengths.read(g),
         )
 
     # -- persistence ------------------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        """A plain, JSON-serialisable snapshot (format version 3, :mod:`.serialization`).
+        """A plain, JSON-serialisable snapshot (format version 4, :mod:`.serialization`).
 
         Counts and ``prior_visits`` are written as integers, the other columns as floats (``json`` writes floats with
         ``repr``, so a round trip is exact and a resumed run continues bit-identically).
@@ -317,10 +341,11 @@ class PromptStatistics:
         return write_state(self.config, self._table, self._parts)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Replace the contents with ``state`` (from :meth:`state_dict`, version 3 or the older versions 1 and 2).
+        """Replace the contents with ``state`` (from :meth:`state_dict`, version 4 or the older versions 1 to 3).
 
         A version-1 state loads with no priors and no fingerprints; versions 1 and 2 start the posterior from the
-        cumulative counts and keep this store's posterior config. Nothing changes when a check fails.
+        cumulative counts and keep this store's posterior config; versions 1 to 3 load with no length measured and
+        keep this store's ``length_decay``. Nothing changes when a check fails.
 
         Raises:
             ValueError: when the format or version is unknown, a key or column is missing (named), the saved config
@@ -333,7 +358,7 @@ class PromptStatistics:
             part.load_state_dict(loaded)
         check_between(table)
         self._table = table
-        self._counts, self._decayed, self._posterior, self._prior = parts
+        self._counts, self._decayed, self._posterior, self._prior, self._lengths = parts
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write :meth:`state_dict` as JSON to ``path`` atomically (a crash leaves the old file or the new one)."""
@@ -341,7 +366,7 @@ class PromptStatistics:
 
     @classmethod
     def load(cls, path: str | os.PathLike[str], **expected_config: float | None) -> PromptStatistics:
-        """Read a store written by :meth:`save` (format version 1, 2 or 3); its config comes from the file.
+        """Read a store written by :meth:`save` (format version 1 to 4); its config comes from the file.
 
         Args:
             path: the JSON file.
@@ -398,9 +423,11 @@ class PromptStatistics:
             >>> PromptStatistics.from_dataset(ds).state_dict() == s.state_dict()
             True
         """
-        rates = self._counts.read(self._table.gather(self._table.ids))
+        g = self._table.gather(self._table.ids)
         whole = {name for part in self._parts for name in part.whole}
-        return _dataset.to_dataset(self._table, self.config, self.epoch, rates, whole)
+        return _dataset.to_dataset(
+            self._table, self.config, self.epoch, self._counts.read(g), self._lengths.read(g), whole
+        )
 
     @classmethod
     def from_dataset(cls, dataset: datasets.Dataset, **expected_config: float | None) -> PromptStatistics:

@@ -23,6 +23,7 @@ STORE_SETTING_FIELDS: dict[str, str] = {
     "posterior_half_life": "posterior_half_life",
     "posterior_prior_a": "posterior_prior_a",
     "posterior_prior_b": "posterior_prior_b",
+    "length_decay": "length_decay",
 }
 
 
@@ -91,6 +92,18 @@ class AdaptiveGRPOConfig(GRPOConfig):
         effective-gradient ratio at the same value share in the simulator (docs/allocators.md).
     posterior_prior_b (`float`, *optional*, defaults to `1.0`):
         b0 of the weak prior, as `posterior_prior_a`.
+    generation_token_budget (`float` or `None`, *optional*, defaults to `None`):
+        Expected generated tokens per generation batch (all ranks together) that the allocation may spend, planned
+        from each prompt's measured completion length (the statistics' `expected_completion_tokens`). The number of
+        completions stays `generation_batch_size` (TRL's batch shape); the budget decides which prompts get them.
+        Honoured by `knapsack` and `bayes_knapsack` (other allocators refuse it); with `pilot_rollouts` it covers
+        both rounds; dynamic sampling's extra rounds come on top. Before any length is measured (the first step) the
+        allocator's own counts stand. When even the fewest tokens the bounds allow exceed the budget, the allocation
+        spends those fewest tokens and logs `allocation/token_budget_infeasible` = 1 (docs/allocators.md, "A token
+        budget"). `None`: no budget, bit-identical to a run without this field.
+    length_decay (`float`, *optional*, defaults to `0.9`):
+        The factor in (0, 1] a prompt's measured completion lengths are multiplied by at every visit before the new
+        ones are added (`1.0`: the plain mean of every completion measured).
     est_decay (`float`, *optional*, defaults to `0.9`):
         Read by `reinforce_ada_est`: the factor in (0, 1] its decayed success counts are multiplied by at every visit
         of a prompt, before the visit's counts are added (Reinforce-Ada Est's 0.9; `1.0` keeps cumulative counts).
@@ -190,6 +203,18 @@ class AdaptiveGRPOConfig(GRPOConfig):
         default=1.0,
         metadata={"help": "Weak Beta prior b0 > 0 of every prompt's posterior (1.0: uniform; 0.5: Jeffreys)."},
     )
+    generation_token_budget: float | None = field(
+        default=None,
+        metadata={
+            "help": "Expected generated tokens per generation batch (all ranks) the allocation may spend, from each "
+            "prompt's measured completion length; the count stays generation_batch_size. knapsack and "
+            "bayes_knapsack only. None (default): no token budget, every allocator exactly as without it."
+        },
+    )
+    length_decay: float = field(
+        default=0.9,
+        metadata={"help": "Per-visit decay in (0, 1] of each prompt's measured completion length (1.0: plain mean)."},
+    )
     est_decay: float = field(
         default=0.9,
         metadata={"help": "reinforce_ada_est: per-visit decay in (0, 1] of its success counts (1.0: cumulative)."},
@@ -236,6 +261,7 @@ class AdaptiveGRPOConfig(GRPOConfig):
         check_int("dynamic_sampling_max_rounds", self.dynamic_sampling_max_rounds, minimum=0, reason="extra rounds")
         check_int("pilot_rollouts", self.pilot_rollouts, minimum=0, reason="0 turns it off")
         check_statistics_settings(self)  # a ValueError naming the field and the fix; warns about unread settings
+        self._check_token_budget()
         self._check_rollout_bounds()
         self.build_procedure()  # unknown allocator_kwargs and combinations that cannot work fail here, named
         if not self.prompt_id_column or not self.success_rate_column:
@@ -244,6 +270,19 @@ class AdaptiveGRPOConfig(GRPOConfig):
             raise ValueError(
                 f"prompt_id_column and success_rate_column are both {self.prompt_id_column!r}; give them different "
                 "names."
+            )
+
+    def _check_token_budget(self) -> None:
+        """generation_token_budget: a number of tokens > 0 for a strategy that can honour it, or None."""
+        if self.generation_token_budget is None:
+            return
+        check_number("generation_token_budget", self.generation_token_budget, above=0, finite=True, reason="tokens")
+        if "token_budget" not in strategy_parameters(self.allocator):
+            able = [name for name in registered_strategies() if "token_budget" in strategy_parameters(name)]
+            raise ValueError(
+                f"generation_token_budget={self.generation_token_budget} needs an allocator that allocates under a "
+                f"token budget; allocator={self.allocator!r} does not. Choose one of {', '.join(able)}, or set "
+                "generation_token_budget=None."
             )
 
     def _check_rollout_bounds(self) -> None:
@@ -277,6 +316,8 @@ class AdaptiveGRPOConfig(GRPOConfig):
             kwargs.setdefault("min_rollouts", self.min_rollouts)
         if self.max_rollouts is not None and "max_rollouts" in accepted:
             kwargs.setdefault("max_rollouts", self.max_rollouts)
+        if self.generation_token_budget is not None:
+            kwargs["token_budget"] = self.generation_token_budget
         return kwargs
 
     def build_procedure(self, strategy: Any = None, **extra: Any):

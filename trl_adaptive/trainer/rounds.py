@@ -146,10 +146,10 @@ def run_round(
     job_prompt_ids: np.ndarray,
     round_index: int,
     generated: Generated,
-) -> np.ndarray:
+) -> tuple[np.ndarray, np.ndarray]:
     """Generate and score one completion per job on every rank; append to ``generated`` in job order.
 
-    Returns the total reward of each job's completion (NaN when unscorable), in job order.
+    Returns the total reward of each job's completion (NaN when unscorable) and its generated tokens, in job order.
     """
     num_processes = trainer.accelerator.num_processes
     order = dispatch_order(job_prompt_ids, trainer.args.seed, int(trainer.state.global_step) * 1000 + round_index)
@@ -180,7 +180,16 @@ def run_round(
     generated.samples.extend(samples[i] for i in back)
     rewards = rewards.detach().cpu()[torch.as_tensor(back)]
     generated.rewards_per_func.append(rewards)
-    return total_rewards(rewards, trainer.reward_weights)
+    tokens = np.array([len(samples[i][1]) for i in back], dtype=np.float64)
+    return total_rewards(rewards, trainer.reward_weights), tokens
+
+
+def gathered_lengths(trainer: AdaptiveGRPOTrainer, completion_ids: list) -> np.ndarray:
+    """Generated tokens of every rank's completions (this rank's ``completion_ids``), in rank order."""
+    lengths = [len(ids) for ids in completion_ids]
+    if trainer.accelerator.num_processes > 1:
+        lengths = gather_object(lengths)
+    return np.asarray(lengths, dtype=np.float64)
 
 
 def _merge_extra_fields(rows: list[dict], extra_fields: dict) -> None:

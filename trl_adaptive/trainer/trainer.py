@@ -61,6 +61,7 @@ from .rounds import (
     RoundCaptured,
     batch_context,
     batch_prompt_rows,
+    gathered_lengths,
     local_rows,
     run_round,
     share,
@@ -91,6 +92,7 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
     # Per-batch state of the hooks, at class level so that they run on an object built without __init__ (as TRL's
     # own tests build GRPOTrainer.__new__(GRPOTrainer)); the hooks assign instance values, never mutate these.
     _rewards_per_func: torch.Tensor | None = None  # TRL's gathered (T, K) rewards of the last pass
+    _completion_tokens: np.ndarray | None = None  # and the (T,) generated tokens of its completions
     _replay: tuple | None = None  # for the pass after rounds: rounds.Generated.replay_pass
     _capture: list | None = None  # set by rounds.run_round: _generate hands its output over and stops
     _round_rewards: torch.Tensor | None = None  # every completion of this batch's rounds (Seq's baseline)
@@ -228,26 +230,23 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
             self.save_final_statistics()
 
     def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
-        """Departs from TRL: in training every row already stands for ONE completion, so ask for one per row.
-
-        In vLLM server mode this sends all T (duplicated) prompts in a single ``/v1/completions`` request with
-        ``n=1`` instead of ``prompts[::G]`` with ``n=G``; colocate and transformers ``generate`` already work per row.
+        """Departs from TRL: in training every row already stands for ONE completion, so ask for one per row (vLLM
+        server mode: all T prompts in one ``/v1/completions`` request with ``n=1``, not ``prompts[::G]`` with ``n=G``).
         """
         if self.model.training:
             num_generations = 1
         return super()._generate_single_turn(prompt_ids, images, multimodal_fields, num_generations, has_tool_images)
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
-        """Unchanged; keeps the gathered ``(T, K)`` rewards so the advantages can be recomputed per variable group.
-
-        In the training pass after rounds, returns the rewards already computed for the chosen completions (reward
-        functions are not called twice: they may be slow or random), and their ``log_extra`` values to flush."""
+        """Unchanged; keeps the gathered ``(T, K)`` rewards (advantages are recomputed per variable group) and lengths.
+        The pass after rounds returns the rounds' rewards (reward functions may be slow or random) and log_extra."""
         if self._replay is not None:
             self._pending_extra_logs.update(self._replay[2])
             self._rewards_per_func = self._replay[1].to(self.accelerator.device)
             return self._rewards_per_func
         rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
         self._rewards_per_func = rewards_per_func
+        self._completion_tokens = gathered_lengths(self, completion_ids_list)  # every rank's, in dispatch order
         return rewards_per_func
 
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -284,8 +283,9 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
         self._round_rewards = None  # no rounds: every group's baseline is its trained completions
         order = dispatch_order(jobs, self.args.seed, self.state.global_step)
         output = self._training_pass(rows, record_ids[jobs[order]], replay=None)
-        rewards = total_rewards(self._rewards_per_func, self.reward_weights)[np.argsort(order)]
-        outcome = share(self, self._observe(run, jobs, rewards)[1] if run else None)
+        back = np.argsort(order)
+        rewards = total_rewards(self._rewards_per_func, self.reward_weights)[back]
+        outcome = share(self, self._observe(run, jobs, rewards, self._completion_tokens[back])[1] if run else None)
         if len(outcome.selected) != len(jobs):
             raise AssertionError(f"{type(self.procedure).__name__} asked for a final round but did not train it all.")
         return output, outcome, order
@@ -297,8 +297,8 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
         while step[0] == "round":
             _, _, jobs, record_ids = step
             self._add_rows(rows, record_ids)
-            rewards = run_round(self, rows, record_ids[jobs], len(generated.rewards_per_func), generated)
-            step = share(self, self._observe(run, jobs, rewards) if run else None)
+            rewards, tokens = run_round(self, rows, record_ids[jobs], len(generated.rewards_per_func), generated)
+            step = share(self, self._observe(run, jobs, rewards, tokens) if run else None)
         outcome: Outcome = step[1]
         self._add_rows(rows, outcome.record.prompt_ids)
         groups = outcome.record.group_ids
@@ -310,9 +310,9 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
         self._round_rewards = generated.all_rewards_per_func
         return output, outcome, dispatched
 
-    def _observe(self, run: BatchRun, jobs: np.ndarray, rewards: np.ndarray) -> tuple:
-        """Main process: hand the round's rewards to the procedure; the next round, or the outcome."""
-        run.observe(jobs, rewards)
+    def _observe(self, run: BatchRun, jobs: np.ndarray, rewards: np.ndarray, tokens: np.ndarray) -> tuple:
+        """Main process: hand the round's rewards and lengths to the procedure; the next round, or the outcome."""
+        run.observe(jobs, rewards, tokens)
         if run.finished:
             return ("outcome", run.outcome())
         return ("round", *run.next_round(), run.record.prompt_ids)
@@ -372,7 +372,7 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
 
         rewards = result.rewards.cpu().numpy().astype(np.float64)
         record_allocation(self, outcome, group_ids, rewards)
-        self.prompt_statistics.update(record.prompt_ids[record.group_ids], record.rewards)  # every completion
+        self.prompt_statistics.update(record.prompt_ids[record.group_ids], record.rewards, record.completion_tokens)
         if self.accelerator.is_main_process:
             self.procedure.end_step(outcome)  # the procedure's and allocator's state move once per step
             self._reward_checks.observe(record.rewards, record.prompt_ids[record.group_ids], self.prompt_statistics)
