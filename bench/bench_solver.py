@@ -9,7 +9,9 @@ the reference must agree.
 
 A second table times ``bayes_knapsack`` (the knapsack over the expected value under each prompt's Beta posterior,
 here Beta(1 + c, 1 + 8 - c) from the same 8 observed rollouts): the public ``allocate`` call, and the pilot's round
-two ``allocate_remaining`` after 2 completions per prompt, with its objective checked against our exact DP.
+two ``allocate_remaining`` after 2 completions per prompt, with its objective checked against our exact DP. A third
+table times both under a token budget (``token_budget``, 80% of the tokens their counts expect without one) against
+the same call without it.
 
 Usage:
     .venv/bin/python bench/bench_solver.py                      # 256 x 8 and 4096 x 8 (large reference: ~30 s)
@@ -187,6 +189,7 @@ def main(args: Args) -> None:
     for row in rows:
         print("| " + " | ".join(row) + " |")
     bayes_table(args, rng)
+    token_budget_table(args, rng)
     if mismatches:
         raise SystemExit("objective mismatch between ours and the reference DP: " + "; ".join(mismatches))
 
@@ -221,6 +224,37 @@ def bayes_table(args: Args, rng: np.random.Generator) -> None:
         else:
             check = "not run"
         print(f"| {num_prompts} x {n} | {ms:.2f} | {remaining_ms:.2f} | {check} |")
+
+
+def token_budget_table(args: Args, rng: np.random.Generator) -> None:
+    """knapsack and bayes_knapsack under a token budget of 80% of what their counts expect without one: timed against
+    the same call without a budget, with the reported gap bound relative to the objective."""
+    n_low, n_up, n = args.min_rollouts, args.max_rollouts, args.num_generations
+    print(f"\nUnder a token budget (80% of the unbudgeted counts' expected tokens), N in [{n_low}, {n_up}]\n")
+    print("| allocator | M x n | no budget, ms | token budget, ms | ratio | tokens / budget | gap bound / objective |")
+    print("|---|---|---|---|---|---|---|")
+    for name, cls in (("knapsack", KnapsackAllocator), ("bayes_knapsack", BayesKnapsackAllocator)):
+        for num_prompts in (256, 4096):
+            rates = dapo_like_rates(num_prompts, rng, n)
+            # Hard prompts answer longer (failures run on): a 3x spread by rate, times a lognormal per prompt.
+            lengths = 200.0 * (1.0 + 2.0 * (1.0 - rates)) * rng.lognormal(0.0, 0.3, num_prompts)
+            stats = dataclasses.replace(PromptBatchStats.from_success_rates(rates, float(n)), expected_tokens=lengths)
+            budget = num_prompts * n
+            plain = cls(min_rollouts=n_low, max_rollouts=n_up)
+            plain_ms, allocation = timed(lambda: plain.allocate(stats, budget), args.repeats)  # noqa: B023
+            limit = 0.8 * float(allocation.counts @ lengths)
+            capped = cls(min_rollouts=n_low, max_rollouts=n_up, token_budget=limit)
+            capped_ms, result = timed(lambda: capped.allocate(stats, budget), args.repeats)  # noqa: B023
+            if name == "knapsack":
+                table = value_table(rates, n_up)
+            else:
+                table = expected_value_table(stats.beta_a, stats.beta_b, n_up)
+            objective = knapsack_objective(table, result.counts)
+            gap = result.metrics["token_gap_bound"]
+            print(
+                f"| {name} | {num_prompts} x {n} | {plain_ms:.2f} | {capped_ms:.2f} | {capped_ms / plain_ms:.1f}x "
+                f"| {float(result.counts @ lengths) / limit:.4f} | {gap / max(objective, 1e-300):.1e} |"
+            )
 
 
 if __name__ == "__main__":

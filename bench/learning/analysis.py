@@ -22,7 +22,8 @@ TABLE_FRACTIONS = (0.25, 0.5, 1.0)
 # does not depend on its budget, so uniform at 2/3 of the tokens is uniform's run of 40,000 tokens): at 2/3 a method
 # that is slower than uniform is still observed up to 1.5x uniform's tokens.
 REACH_FRACTIONS = (2 / 3, 1.0)
-DEFAULT_METHOD = "knapsack"  # AdaptiveGRPOConfig.allocator's default
+DEFAULT_METHOD = "knapsack"  # AdaptiveGRPOConfig.allocator's default when this benchmark chose bayes_knapsack over it
+TOKEN_BUDGET_SUFFIX = "_token_budget"  # a method with generation_token_budget, paired against the one without
 
 
 def interval(values) -> dict:
@@ -124,6 +125,17 @@ def summarize(records: list[dict], settings) -> dict:
                 accuracy_at(runs[s]["curve"], grid).mean() - accuracy_at(default[s]["curve"], grid).mean()
                 for s in seeds
             )
+    for name, runs in by_method.items():  # a token budget on against the same allocator without one
+        base = by_method.get(name.removesuffix(TOKEN_BUDGET_SUFFIX)) if name.endswith(TOKEN_BUDGET_SUFFIX) else None
+        if base is not None:
+            seeds = sorted(set(runs) & set(base))
+            methods[name]["paired_vs_without_token_budget"] = {
+                "mean_accuracy_over_budget": interval(
+                    accuracy_at(runs[s]["curve"], grid).mean() - accuracy_at(base[s]["curve"], grid).mean()
+                    for s in seeds
+                ),
+                "final_accuracy": interval(runs[s]["curve"][-1][1] - base[s]["curve"][-1][1] for s in seeds),
+            }
     return {"token_budget": budget, "token_grid": grid.tolist(), "methods": methods, "table": table(methods)}
 
 

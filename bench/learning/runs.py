@@ -21,6 +21,7 @@ from . import task
 
 # Every method at the library's defaults, except what names the method. Comparable: same budget of completions per
 # generation batch, same steps of training per batch, same optimiser.
+TOKENS_PER_COMPLETION = "token_budget_per_completion"  # -> generation_token_budget = this x completions per step
 METHODS: dict[str, dict] = {
     "uniform": {"allocator": "uniform"},
     "knapsack": {"allocator": "knapsack"},
@@ -37,6 +38,10 @@ METHODS: dict[str, dict] = {
     "cero": {"allocator": "cero"},
     "pilot_commit": {"allocator": "pilot_commit"},
     "uniform_dynamic_sampling": {"allocator": "uniform", "dynamic_sampling": True},
+    # With a token budget of uniform's tokens per step: 8.6 per completion x the step's completions (uniform's runs
+    # average 8.7 generated tokens per completion, 1,108 a step of 128), so these spend what uniform spends.
+    "knapsack_token_budget": {"allocator": "knapsack", TOKENS_PER_COMPLETION: 8.6},
+    "bayes_knapsack_token_budget": {"allocator": "bayes_knapsack", TOKENS_PER_COMPLETION: 8.6},
 }
 
 
@@ -75,9 +80,12 @@ def training_config(method: str, seed: int, settings: RunSettings, output_dir: s
     from trl_adaptive import AdaptiveGRPOConfig
 
     batch = settings.prompts_per_step * settings.num_generations
+    fields = dict(METHODS[method])
+    if TOKENS_PER_COMPLETION in fields:
+        fields["generation_token_budget"] = fields.pop(TOKENS_PER_COMPLETION) * batch
     return AdaptiveGRPOConfig(
         output_dir=output_dir,
-        **METHODS[method],
+        **fields,
         num_generations=settings.num_generations,
         generation_batch_size=batch,
         per_device_train_batch_size=batch,
