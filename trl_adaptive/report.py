@@ -45,6 +45,14 @@ from .report_tables import (
     status_per_epoch,
     transition_matrix,
 )
+from .report_tokens import (
+    TOKEN_KEYS,
+    cumulative_tokens_at,
+    expected_vs_actual,
+    logged_mean,
+    token_summary,
+    tokens_missing,
+)
 from .run_files import (
     ADAPTIVE_STATE_FILE,
     ALLOCATION_LOG_FILE,
@@ -127,7 +135,7 @@ def _read_allocations(run: RunData) -> None:
         run.notes.append(
             f"No {ALLOCATION_LOG_FILE} (or it is empty) in {run.path}: the run was made with log_allocations=False "
             "or by an older trl_adaptive, or this is not its output_dir. Skipped: allocation histogram, completions "
-            "by status, prompt-status counts and transition matrix."
+            "by status, prompt-status counts, transition matrix and the tokens axis."
         )
 
 
@@ -259,6 +267,7 @@ def summarize(run: RunData) -> dict[str, Any]:
             out["transition"] = {"first_epoch": first + 1, "last_epoch": last + 1, "counts": matrix.tolist()}
             out["converted_from_p0"] = int(matrix[0, 1:].sum())
             out["p0_in_first_epoch"] = int(matrix[0].sum())
+    out |= _summarize_tokens(run, out["missing"])
     generation = [log["generation/seconds"] for log in run.log_history or [] if "generation/seconds" in log]
     if generation:
         out["generation_seconds_per_batch"] = float(np.mean(generation))
@@ -271,6 +280,33 @@ def summarize(run: RunData) -> dict[str, Any]:
         out["prompts_attempted"] = int(attempted.sum())
         out["prompts_in_statistics"] = len(total)
     return out
+
+
+def _summarize_tokens(run: RunData, missing: list[str]) -> dict[str, Any]:
+    """The summary's token figures (``report_tokens.token_summary``, and the logged trained tokens per batch); a note
+    in ``missing`` when the records cannot give them."""
+    out: dict[str, Any] = {}
+    trained = logged_mean(run.log_history, TOKEN_KEYS["trained"])
+    if trained is not None:
+        out["trained_tokens_per_batch"] = trained
+    if run.records:
+        why = tokens_missing(run.records)
+        if why is None:
+            out |= token_summary(run.records)
+        else:
+            missing.append(why)
+    return out
+
+
+def token_series(run: RunData) -> tuple[dict[str, list[float]], dict[str, list[float]]] | None:
+    """The ratio series and the reward series, each with ``tokens``: the cumulative generated tokens at its steps
+    (``report_tokens.cumulative_tokens_at``); None when the records cannot give them (``tokens_missing``)."""
+    if not run.records or tokens_missing(run.records) is not None:
+        return None
+    ratios, rewards = ratio_series(run)[0], reward_series(run)
+    ratios["tokens"] = cumulative_tokens_at(run.records, ratios["step"]).tolist()
+    rewards["tokens"] = cumulative_tokens_at(run.records, rewards["step"]).tolist()
+    return ratios, rewards
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -306,6 +342,7 @@ def write_report(runs: list[RunData], output_dir: str | Path, dpi: int = 90) -> 
     rewards = {r.label: reward_series(r) for r in runs}
     if any(not np.isnan(s["generated"]).all() for s in rewards.values() if s["step"]):  # logged by this version on
         figures["reward.png"] = plots.plot_rewards(rewards, starts)
+    figures |= _token_figures(runs, plots)
     for name, figure in figures.items():
         plots.save(figure, output_dir / name, dpi=dpi)
     summaries = [summarize(r) for r in runs]
@@ -313,6 +350,20 @@ def write_report(runs: list[RunData], output_dir: str | Path, dpi: int = 90) -> 
     (output_dir / REPORT_DATA_FILE).write_text(json.dumps(report, indent=1, default=float), encoding="utf-8")
     (output_dir / REPORT_SUMMARY_FILE).write_text(summary_markdown(summaries, list(figures)), encoding="utf-8")
     return report
+
+
+def _token_figures(runs: list[RunData], plots) -> dict[str, Any]:
+    """``tokens.png`` (ratio and reward against cumulative generated tokens) and ``expected_tokens.png`` for the runs
+    whose records have token counts; a run without them is named in its summary's notes (``_summarize_tokens``)."""
+    series = {r.label: found for r in runs if (found := token_series(r)) is not None}
+    if not series:
+        return {}
+    rewards = {label: s[1] for label, s in series.items() if s[1]["step"]}
+    figures = {"tokens.png": plots.plot_tokens_axis({label: s[0] for label, s in series.items()}, rewards)}
+    pairs = {r.label: pair for r in runs if r.label in series and (pair := expected_vs_actual(r.records))[0]}
+    if pairs:
+        figures["expected_tokens.png"] = plots.plot_expected_tokens(pairs)
+    return figures
 
 
 __all__ = [
@@ -331,6 +382,7 @@ __all__ = [
     "status_per_epoch",
     "summarize",
     "summary_markdown",
+    "token_series",
     "transition_matrix",
     "write_report",
 ]

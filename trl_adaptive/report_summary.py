@@ -15,7 +15,8 @@ def _fmt(value: Any, digits: int = 3) -> str:
 
 
 def summary_markdown(summaries: list[dict[str, Any]], images: list[str]) -> str:
-    """A short markdown page: one table over the runs, completions by status, status counts, notes, figures."""
+    """A short markdown page: one table over the runs, their tokens, completions by status, status counts, notes,
+    figures."""
     lines = ["# Run report", ""]
     lines += [
         "| run | engine | steps | epochs | completions / batch | generation s / batch | eff.-grad. ratio | "
@@ -36,6 +37,7 @@ def summary_markdown(summaries: list[dict[str, Any]], images: list[str]) -> str:
         )
     lines += ["", 'Ratios: mean over logged steps (source per run below). "Converted": p = 0 in the first epoch,']
     lines += ["p > 0 in the last.", ""]
+    lines += _token_table(summaries)
     for s in summaries:
         if "counts_by_status" not in s:
             continue
@@ -62,3 +64,26 @@ def summary_markdown(summaries: list[dict[str, Any]], images: list[str]) -> str:
     lines += ["", "## Figures", ""]
     lines += [f"![{Path(name).stem}]({name})" for name in images]
     return "\n".join(lines) + "\n"
+
+
+def _token_table(summaries: list[dict[str, Any]]) -> list[str]:
+    """The tokens table (runs whose records have token counts; none when no run has them)."""
+    with_tokens = [s for s in summaries if "generated_tokens" in s]
+    if not with_tokens:
+        return []
+    lines = [
+        "## Tokens",
+        "",
+        "| run | generated tokens | generated / batch | trained / batch | per completion generated | "
+        "per effective completion | actual / expected per completion |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for s in with_tokens:
+        lines.append(
+            f"| {s['label']} | {s['generated_tokens']:.0f} | {_fmt(s['generated_tokens_per_batch'], 1)} | "
+            f"{_fmt(s.get('trained_tokens_per_batch'), 1)} | {_fmt(s['generated_tokens_per_completion'], 1)} | "
+            f"{_fmt(s['tokens_per_effective_completion'], 1)} | {_fmt(s.get('actual_over_expected_tokens'), 2)} |"
+        )
+    lines += ["", "Per effective completion: every token generated over the completions trained on in groups with"]
+    lines += ["a reward spread (0/1 rewards). Actual / expected: over the prompt draws the store had an estimate for."]
+    return lines + [""]
