@@ -50,6 +50,8 @@ FIGURES = {
     "prompt_status.png",
     "transition_matrix.png",
     "reward.png",  # the runs log generated/reward_mean
+    "tokens.png",  # allocations.jsonl has token counts
+    "expected_tokens.png",  # epoch 2's prompts had length estimates
 }
 TWO_RANK_SCRIPT = REPO / "tests" / "scripts" / "train_two_ranks.py"
 HEAVY = ("torch", "trl", "transformers")
@@ -415,6 +417,10 @@ def test_complete_run_renders_every_figure(runs, tmp_path):
     assert sum(map(sum, s["transition"]["counts"])) == 8  # every prompt, seen in both epochs
     assert sum(s["status_per_epoch"]["1"].values()) == 8
     assert set(s["counts_by_status"]["1"]) == {"unseen"}  # epoch 1: no rates yet, everyone gets the mean
+    logged = {key: [h[key] for h in run.log_history if key in h] for key in ("tokens/generated", "tokens/trained")}
+    assert len(logged["tokens/generated"]) == 8 and s["generated_tokens"] == sum(logged["tokens/generated"])
+    assert s["trained_tokens_per_batch"] == pytest.approx(np.mean(logged["tokens/trained"]))
+    assert s["expected_tokens_draws"] == 6 + 8  # every draw after the first batch (the population estimate, then own)
 
 
 def test_ratio_from_allocations_matches_logged_metric(runs):
