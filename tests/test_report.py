@@ -511,8 +511,11 @@ def test_report_from_two_process_run(tiny_model_dir, tmp_path):
     records = read_allocation_log(str(run_dir / "allocations.jsonl"))
     lines = (run_dir / "allocations.jsonl").read_text().splitlines()
     assert len(lines) == len(records) == 3  # not one per rank
-    for record, step in zip(records, reports[0]["adaptive"]["steps"], strict=True):
+    logs = [h for h in reports[0]["adaptive"]["log_history"] if "tokens/generated" in h]
+    for record, step, log in zip(records, reports[0]["adaptive"]["steps"], logs, strict=True):
         assert record["counts"] == step["counts"] and sum(record["counts"]) == 16  # the global batch, both ranks
+        # both ranks' tokens: TRL's mean length is over every rank's completions too
+        assert sum(record["generated_tokens"]) == log["tokens/generated"] == log["completions/mean_length"] * 16
     run = load_run(run_dir)
     report = write_report([run], tmp_path / "report")
     assert {"allocation_histogram.png", "gradient_ratios.png", "prompt_status.png"} <= set(report["figures"])
