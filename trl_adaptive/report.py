@@ -3,8 +3,8 @@
 A run's ``output_dir`` holds (all written by the main process only, so a run over several processes reads the same):
 
 - ``allocations.jsonl``: one line per generation batch (prompt ids, counts, the rate each prompt was allocated
-  from, this batch's successes); always there, even when the run was interrupted. The allocation histogram, the
-  prompt-status counts and the transition matrix come from it.
+  from, this batch's successes, its expected and generated tokens); always there, even when the run was interrupted.
+  The allocation histogram, the prompt-status counts, the transition matrix and the tokens axis come from it.
 - ``trainer_state.json``: TRL's ``log_history``, with ``allocation/effective_gradient_ratio`` and the all-correct /
   all-wrong split. HF Trainer writes it in each ``checkpoint-N`` folder, and at the top only on
   ``trainer.save_state()``; the newest one is read.
