@@ -7,6 +7,7 @@ need no training: the report of a folder of JSON files imports no torch, trl or 
 
 from __future__ import annotations
 
+import doctest
 import json
 import shutil
 import subprocess
@@ -29,6 +30,7 @@ from trl_adaptive.report import (
     ratio_from_allocations,
     status_per_epoch,
     summarize,
+    token_series,
     transition_matrix,
     write_report,
 )
@@ -48,6 +50,8 @@ FIGURES = {
     "prompt_status.png",
     "transition_matrix.png",
     "reward.png",  # the runs log generated/reward_mean
+    "tokens.png",  # allocations.jsonl has token counts
+    "expected_tokens.png",  # epoch 2's prompts had length estimates
 }
 TWO_RANK_SCRIPT = REPO / "tests" / "scripts" / "train_two_ranks.py"
 HEAVY = ("torch", "trl", "transformers")
@@ -62,8 +66,15 @@ def _heavy_imports(args: list[str]) -> tuple[subprocess.CompletedProcess, list[s
     return done, sorted({name.split(".")[0] for name in names} & set(HEAVY))
 
 
-def _write_json_run(run_dir: Path) -> Path:
-    """A run folder written by hand: 2 epochs of 2 batches of 2 prompts, and TRL's trainer_state.json."""
+# Tokens of _write_json_run's runs with tokens, per batch and prompt: generated (4 completions each) and expected per
+# completion (None: no estimate yet, the first batch).
+JSON_RUN_TOKENS = [[40, 24], [36, 30], [44, 20], [32, 28]]
+JSON_RUN_EXPECTED = [[None, None], [9.0, 9.0], [10.0, 6.0], [9.0, 7.5]]
+
+
+def _write_json_run(run_dir: Path, tokens: bool = False) -> Path:
+    """A run folder written by hand: 2 epochs of 2 batches of 2 prompts, and TRL's trainer_state.json; with
+    ``tokens``, each line has the trainer's token keys (JSON_RUN_TOKENS, JSON_RUN_EXPECTED)."""
     run_dir.mkdir(parents=True)
     records, logs = [], []
     rates = [None] * 4
@@ -75,6 +86,8 @@ def _write_json_run(run_dir: Path) -> Path:
             {"step": step, "epoch": epoch, "prompt_ids": ids, "counts": counts, "successes": successes,
              "attempts": counts, "success_rates": [rates[i] for i in ids], "engine": "transformers"}
         )  # fmt: skip
+        if tokens:
+            records[-1] |= {"expected_tokens": JSON_RUN_EXPECTED[step], "generated_tokens": JSON_RUN_TOKENS[step]}
         rates[ids[0]], rates[ids[1]] = successes[0] / 4, successes[1] / 4
         logs.append({"step": step + 1, "allocation/effective_gradient_ratio": 0.5})
     lines = "".join(json.dumps(record) + "\n" for record in records)
@@ -154,6 +167,89 @@ def test_the_generated_reward_is_plotted_when_logged(tmp_path):
     report = write_report([load_run(run_dir)], tmp_path / "after")
     assert "reward.png" in report["figures"]
     _assert_png(tmp_path / "after" / "reward.png")
+
+
+def test_token_keys_are_optional_and_checked_when_there():
+    """allocations.jsonl's expected_tokens (per completion, null without an estimate) and generated_tokens (null when
+    the driver gave no counts): absent from older lines, both or neither, one entry per prompt, no tokens for a prompt
+    without completions."""
+    old = {"step": 0, "epoch": 0, "prompt_ids": [0, 1], "counts": [4, 4], "success_rates": [None, None],
+           "successes": [4, 2], "attempts": [4, 4], "generated": [4, 0], "generated_successes": [4, 0],
+           "generated_attempts": [4, 0]}  # fmt: skip
+    new = old | {"expected_tokens": [12.5, None], "generated_tokens": [50, 0]}
+    assert allocation_record_problem(old) is None and allocation_record_problem(new) is None
+    assert allocation_record_problem(new | {"generated_tokens": [None, None]}) is None
+    assert "'generated_tokens' is missing" in allocation_record_problem(old | {"expected_tokens": [1.0, 1.0]})
+    assert "'expected_tokens' holds -1.0" in allocation_record_problem(new | {"expected_tokens": [-1.0, 2.0]})
+    assert "'generated_tokens' holds 2.5" in allocation_record_problem(new | {"generated_tokens": [2.5, 0]})
+    assert "'generated_tokens' must be a list with one entry" in allocation_record_problem(
+        new | {"generated_tokens": [50]}
+    )
+    assert "generated_tokens is 7 for prompt 1, which had no completion generated" in allocation_record_problem(
+        new | {"generated_tokens": [50, 7]}
+    )
+
+
+def test_report_tokens_examples():
+    """report_tokens' docstring example (the doctest collection lists report, not its table modules)."""
+    from trl_adaptive import report_tokens
+
+    result = doctest.testmod(report_tokens)
+    assert result.attempted >= 3 and result.failed == 0
+
+
+def test_a_log_with_tokens_gets_the_tokens_axis_and_figures(tmp_path):
+    """The tokens of a hand-written log, counted here: per batch 64, 66, 64, 60 generated; mixed groups (0 < s < 4)
+    per batch: 0, 2, 1, 0 of 2 prompts, so 12 effective completions; expected per completion against actual."""
+    run_dir = _write_json_run(tmp_path / "run", tokens=True)
+    state = json.loads((run_dir / TRAINER_STATE_FILE).read_text())
+    for step, row in enumerate(state["log_history"]):
+        row |= {"reward": 0.5, "generated/reward_mean": 0.5, "tokens/trained": float(sum(JSON_RUN_TOKENS[step]))}
+    (run_dir / TRAINER_STATE_FILE).write_text(json.dumps(state), encoding="utf-8")
+    run = load_run(run_dir)
+    ratios, rewards = token_series(run)
+    per_batch = [sum(t) for t in JSON_RUN_TOKENS]
+    assert ratios["step"] == rewards["step"] == [1, 2, 3, 4]
+    assert ratios["tokens"] == rewards["tokens"] == np.cumsum(per_batch).tolist()
+    report = write_report([run], tmp_path / "out")
+    assert {"tokens.png", "expected_tokens.png"} <= set(report["figures"])
+    for name in ("tokens.png", "expected_tokens.png"):
+        _assert_png(tmp_path / "out" / name)
+    (s,) = report["runs"]
+    assert s["generated_tokens"] == sum(per_batch) and s["generated_tokens_per_batch"] == sum(per_batch) / 4
+    assert s["trained_tokens_per_batch"] == sum(per_batch) / 4  # logged tokens/trained
+    assert s["generated_tokens_per_completion"] == sum(per_batch) / 32
+    assert s["tokens_per_effective_completion"] == sum(per_batch) / 12
+    expected = [e for row in JSON_RUN_EXPECTED for e in row if e is not None]
+    pairs = zip(np.ravel(JSON_RUN_TOKENS), [e for row in JSON_RUN_EXPECTED for e in row], strict=True)
+    actual = [t / 4 for t, e in pairs if e is not None]
+    assert s["expected_tokens_draws"] == 6
+    assert s["actual_over_expected_tokens"] == pytest.approx(sum(actual) / sum(expected))
+    assert s["expected_tokens_mean_abs_error"] == pytest.approx(np.mean(np.abs(np.subtract(actual, expected))))
+    summary = (tmp_path / "out" / "summary.md").read_text()
+    assert "## Tokens" in summary and f"| run | {sum(per_batch)} |" in summary
+    assert not any("token counts" in note for note in s["missing"]), s["missing"]
+
+
+def test_a_log_without_tokens_still_reports_and_says_why_there_is_no_tokens_axis(tmp_path):
+    """Lines written before tokens were recorded: every other figure, no token figures, a note with the count; one
+    old line among new ones (a run resumed by a newer version) is named the same way; so are unknown counts."""
+    old_run = _write_json_run(tmp_path / "old")
+    report = write_report([load_run(old_run)], tmp_path / "out-old")
+    assert "gradient_ratios.png" in report["figures"] and "tokens.png" not in report["figures"]
+    (s,) = report["runs"]
+    assert "4 of 4 generation batches in allocations.jsonl have no token counts" in " ".join(s["missing"])
+    assert "generated_tokens" not in s and "## Tokens" not in (tmp_path / "out-old" / "summary.md").read_text()
+    mixed = _write_json_run(tmp_path / "mixed", tokens=True)
+    lines = (mixed / ALLOCATION_LOG_FILE).read_text().splitlines()
+    first = json.loads(lines[0])
+    unknown = json.loads(lines[1]) | {"generated_tokens": [None, 30]}
+    for old_first, why in [(True, "1 of 4 generation batches"), (False, "lack the token count of some completions")]:
+        head = {k: v for k, v in first.items() if not k.endswith("_tokens")} if old_first else first
+        rows = [head, unknown if not old_first else json.loads(lines[1]), *map(json.loads, lines[2:])]
+        (mixed / ALLOCATION_LOG_FILE).write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+        report = write_report([load_run(mixed)], tmp_path / f"out-{old_first}")
+        assert "tokens.png" not in report["figures"] and why in " ".join(report["runs"][0]["missing"])
 
 
 def _summary_notes(out: Path) -> str:
@@ -321,6 +417,10 @@ def test_complete_run_renders_every_figure(runs, tmp_path):
     assert sum(map(sum, s["transition"]["counts"])) == 8  # every prompt, seen in both epochs
     assert sum(s["status_per_epoch"]["1"].values()) == 8
     assert set(s["counts_by_status"]["1"]) == {"unseen"}  # epoch 1: no rates yet, everyone gets the mean
+    logged = {key: [h[key] for h in run.log_history if key in h] for key in ("tokens/generated", "tokens/trained")}
+    assert len(logged["tokens/generated"]) == 8 and s["generated_tokens"] == sum(logged["tokens/generated"])
+    assert s["trained_tokens_per_batch"] == pytest.approx(np.mean(logged["tokens/trained"]))
+    assert s["expected_tokens_draws"] == 6 + 8  # every draw after the first batch (the population estimate, then own)
 
 
 def test_ratio_from_allocations_matches_logged_metric(runs):
@@ -411,8 +511,11 @@ def test_report_from_two_process_run(tiny_model_dir, tmp_path):
     records = read_allocation_log(str(run_dir / "allocations.jsonl"))
     lines = (run_dir / "allocations.jsonl").read_text().splitlines()
     assert len(lines) == len(records) == 3  # not one per rank
-    for record, step in zip(records, reports[0]["adaptive"]["steps"], strict=True):
+    logs = [h for h in reports[0]["adaptive"]["log_history"] if "tokens/generated" in h]
+    for record, step, log in zip(records, reports[0]["adaptive"]["steps"], logs, strict=True):
         assert record["counts"] == step["counts"] and sum(record["counts"]) == 16  # the global batch, both ranks
+        # both ranks' tokens: TRL's mean length is over every rank's completions too
+        assert sum(record["generated_tokens"]) == log["tokens/generated"] == log["completions/mean_length"] * 16
     run = load_run(run_dir)
     report = write_report([run], tmp_path / "report")
     assert {"allocation_histogram.png", "gradient_ratios.png", "prompt_status.png"} <= set(report["figures"])

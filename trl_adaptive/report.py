@@ -3,16 +3,18 @@
 A run's ``output_dir`` holds (all written by the main process only, so a run over several processes reads the same):
 
 - ``allocations.jsonl``: one line per generation batch (prompt ids, counts, the rate each prompt was allocated
-  from, this batch's successes); always there, even when the run was interrupted. The allocation histogram, the
-  prompt-status counts and the transition matrix come from it.
+  from, this batch's successes, its expected and generated tokens); always there, even when the run was interrupted.
+  The allocation histogram, the prompt-status counts, the transition matrix and the tokens axis come from it.
 - ``trainer_state.json``: TRL's ``log_history``, with ``allocation/effective_gradient_ratio`` and the all-correct /
   all-wrong split. HF Trainer writes it in each ``checkpoint-N`` folder, and at the top only on
   ``trainer.save_state()``; the newest one is read.
 - ``prompt_statistics.json``: the statistics store at the end of training, else the newest checkpoint's
   ``adaptive_state.json``.
 
-Reading (``load_run``) is separate from the tables (pure functions of a :class:`RunData`) and from the figures
-(``report_plots``, data in, figure out). ``write_report`` ties them together; ``trl-adaptive report`` calls it.
+Reading (``load_run``, here) is separate from the tables (``report_tables`` and ``report_tokens``: pure functions of
+the records and logs), from the figures (``report_plots``, data in, figure out) and from the markdown page
+(``report_summary``). ``write_report`` ties them together; ``trl-adaptive report`` calls it. The tables' names are
+importable from here too.
 
 Example:
     >>> records = [{"step": 0, "epoch": 0, "prompt_ids": [0, 1], "counts": [4, 4], "success_rates": [None, None],
@@ -32,7 +34,25 @@ from typing import Any
 
 import numpy as np
 
-from .allocation.status import SEEN_STATUSES, STATUS_LABELS, STATUSES, prompts_per_status, status_index
+from .allocation.status import STATUS_LABELS  # examples/demo.py imports it from here
+from .report_summary import summary_markdown
+from .report_tables import (
+    counts_by_status,
+    counts_per_epoch,
+    epoch_rates,
+    epoch_starts,
+    ratio_from_allocations,
+    status_per_epoch,
+    transition_matrix,
+)
+from .report_tokens import (
+    TOKEN_KEYS,
+    cumulative_tokens_at,
+    expected_vs_actual,
+    logged_mean,
+    token_summary,
+    tokens_missing,
+)
 from .run_files import (
     ADAPTIVE_STATE_FILE,
     ALLOCATION_LOG_FILE,
@@ -115,7 +135,7 @@ def _read_allocations(run: RunData) -> None:
         run.notes.append(
             f"No {ALLOCATION_LOG_FILE} (or it is empty) in {run.path}: the run was made with log_allocations=False "
             "or by an older trl_adaptive, or this is not its output_dir. Skipped: allocation histogram, completions "
-            "by status, prompt-status counts and transition matrix."
+            "by status, prompt-status counts, transition matrix and the tokens axis."
         )
 
 
@@ -183,89 +203,6 @@ def _read_statistics(run: RunData, checkpoints: list[Path]) -> None:
         run.notes.append(f"{final} (written when training ends): final statistics taken from {run.statistics_source}.")
 
 
-# ---------------------------------------------------------------------------------------------------------------------
-# Tables: pure functions of the records / logs
-# ---------------------------------------------------------------------------------------------------------------------
-def epoch_rates(records: list[dict[str, Any]]) -> dict[int, dict[int, float]]:
-    """Per epoch (0-based), each attempted prompt's success rate in that epoch: its successes / scored completions,
-    over every completion generated (as the statistics store counts), or those trained in a log that predates it."""
-    totals: dict[int, dict[int, list[int]]] = {}
-    for record in records:
-        epoch = totals.setdefault(int(record["epoch"]), {})
-        prefix = "generated_" if "generated_attempts" in record else ""
-        successes, attempts = record[f"{prefix}successes"], record[f"{prefix}attempts"]
-        for pid, s, a in zip(record["prompt_ids"], successes, attempts, strict=True):
-            if a > 0:
-                entry = epoch.setdefault(int(pid), [0, 0])
-                entry[0] += s
-                entry[1] += a
-    return {e: {pid: s / a for pid, (s, a) in rates.items()} for e, rates in sorted(totals.items())}
-
-
-def status_per_epoch(records: list[dict[str, Any]]) -> dict[int, dict[str, int]]:
-    """Prompts per status (Knapsack RL figure 8) by the success rate they reached in each epoch."""
-    return {
-        e: {s: n for s, n in prompts_per_status(np.array(list(r.values()))).items() if s != "unseen"}
-        for e, r in epoch_rates(records).items()
-    }
-
-
-def transition_matrix(records: list[dict[str, Any]]) -> tuple[np.ndarray, int, int] | None:
-    """Counts ``T[i, j]`` of prompts in status i in the first epoch and j in the last (figure 7), or None.
-
-    Only prompts attempted in both epochs count; None when fewer than two epochs were recorded.
-    """
-    rates = epoch_rates(records)
-    if len(rates) < 2:
-        return None
-    first, last = min(rates), max(rates)
-    both = [pid for pid in rates[first] if pid in rates[last]]
-    # Rows and columns are SEEN_STATUSES: an attempted prompt has a rate, so status_index is >= 1 (0 is unseen).
-    before = status_index([rates[first][pid] for pid in both]) - 1
-    after = status_index([rates[last][pid] for pid in both]) - 1
-    matrix = np.zeros((len(SEEN_STATUSES), len(SEEN_STATUSES)), dtype=np.int64)
-    np.add.at(matrix, (before, after), 1)
-    return matrix, first, last
-
-
-def counts_per_epoch(records: list[dict[str, Any]]) -> dict[int, np.ndarray]:
-    """Every completion count n_i given in each epoch (figure 5's histogram)."""
-    out: dict[int, list[int]] = {}
-    for record in records:
-        out.setdefault(int(record["epoch"]), []).extend(int(c) for c in record["counts"])
-    return {e: np.asarray(c) for e, c in sorted(out.items())}
-
-
-def counts_by_status(records: list[dict[str, Any]]) -> dict[int, dict[str, tuple[float, int]]]:
-    """Per epoch, per status of the rate the allocator saw: (mean completions per prompt, number of prompts)."""
-    groups: dict[int, dict[str, list[int]]] = {}
-    for record in records:
-        by_status = groups.setdefault(int(record["epoch"]), {})
-        # null (no rate yet) reads as NaN: unseen.
-        for index, count in zip(status_index(record["success_rates"]), record["counts"], strict=True):
-            by_status.setdefault(STATUSES[index], []).append(int(count))
-    return {e: {s: (float(np.mean(g[s])), len(g[s])) for s in STATUSES if s in g} for e, g in sorted(groups.items())}
-
-
-def ratio_from_allocations(records: list[dict[str, Any]]) -> dict[str, list[float]]:
-    """Effective-gradient ratio and the zero-gradient split per generation batch, from success counts.
-
-    A group is mixed when 0 < successes < scored completions: exactly the trainer's non-zero-variance test for 0/1
-    rewards (with graded rewards the logged metric is the reference). ``step`` is the first optimizer step that
-    trains on the batch (the record's global step + 1).
-    """
-    out: dict[str, list[float]] = {"step": [], "effective": [], "all_correct": [], "all_wrong": []}
-    for record in records:
-        n = np.asarray(record["counts"], dtype=np.float64)
-        s, a = np.asarray(record["successes"]), np.asarray(record["attempts"])
-        total = n.sum()
-        out["step"].append(int(record["step"]) + 1)
-        out["effective"].append(float(n[(s > 0) & (s < a)].sum() / total))
-        out["all_correct"].append(float(n[(n > 0) & (s == n)].sum() / total))
-        out["all_wrong"].append(float(n[(n > 0) & (s == 0)].sum() / total))
-    return out
-
-
 def ratio_series(run: RunData) -> tuple[dict[str, list[float]], str]:
     """Per-step ratios from the trainer logs, continued from ``allocations.jsonl`` past the last log (an interrupted
     run), or from ``allocations.jsonl`` alone without logs; and where they came from."""
@@ -293,16 +230,6 @@ def reward_series(run: RunData) -> dict[str, list[float]]:
     return {"step": [int(h["step"]) for h in rows]} | {
         name: [float(h.get(key, np.nan)) for h in rows] for name, key in REWARD_KEYS.items()
     }
-
-
-def epoch_starts(records: list[dict[str, Any]]) -> list[int]:
-    """Optimizer step at which each epoch after the first begins (for the vertical lines on step plots)."""
-    starts, previous = [], None
-    for record in records:
-        if previous is not None and record["epoch"] != previous:
-            starts.append(int(record["step"]) + 1)
-        previous = record["epoch"]
-    return starts
 
 
 def summarize(run: RunData) -> dict[str, Any]:
@@ -340,6 +267,7 @@ def summarize(run: RunData) -> dict[str, Any]:
             out["transition"] = {"first_epoch": first + 1, "last_epoch": last + 1, "counts": matrix.tolist()}
             out["converted_from_p0"] = int(matrix[0, 1:].sum())
             out["p0_in_first_epoch"] = int(matrix[0].sum())
+    out |= _summarize_tokens(run, out["missing"])
     generation = [log["generation/seconds"] for log in run.log_history or [] if "generation/seconds" in log]
     if generation:
         out["generation_seconds_per_batch"] = float(np.mean(generation))
@@ -354,63 +282,36 @@ def summarize(run: RunData) -> dict[str, Any]:
     return out
 
 
+def _summarize_tokens(run: RunData, missing: list[str]) -> dict[str, Any]:
+    """The summary's token figures (``report_tokens.token_summary``, and the logged trained tokens per batch); a note
+    in ``missing`` when the records cannot give them."""
+    out: dict[str, Any] = {}
+    trained = logged_mean(run.log_history, TOKEN_KEYS["trained"])
+    if trained is not None:
+        out["trained_tokens_per_batch"] = trained
+    if run.records:
+        why = tokens_missing(run.records)
+        if why is None:
+            out |= token_summary(run.records)
+        else:
+            missing.append(why)
+    return out
+
+
+def token_series(run: RunData) -> tuple[dict[str, list[float]], dict[str, list[float]]] | None:
+    """The ratio series and the reward series, each with ``tokens``: the cumulative generated tokens at its steps
+    (``report_tokens.cumulative_tokens_at``); None when the records cannot give them (``tokens_missing``)."""
+    if not run.records or tokens_missing(run.records) is not None:
+        return None
+    ratios, rewards = ratio_series(run)[0], reward_series(run)
+    ratios["tokens"] = cumulative_tokens_at(run.records, ratios["step"]).tolist()
+    rewards["tokens"] = cumulative_tokens_at(run.records, rewards["step"]).tolist()
+    return ratios, rewards
+
+
 # ---------------------------------------------------------------------------------------------------------------------
 # Writing the report
 # ---------------------------------------------------------------------------------------------------------------------
-def _fmt(value: Any, digits: int = 3) -> str:
-    if value is None:
-        return "n/a"
-    return f"{value:.{digits}f}" if isinstance(value, float) else str(value)
-
-
-def summary_markdown(summaries: list[dict[str, Any]], images: list[str]) -> str:
-    """A short markdown page: one table over the runs, completions by status, status counts, notes, figures."""
-    lines = ["# Run report", ""]
-    lines += [
-        "| run | engine | steps | epochs | completions / batch | generation s / batch | eff.-grad. ratio | "
-        "after epoch 1 | zero-grad all-correct | zero-grad all-wrong | max n_i | p=0 prompts converted |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for s in summaries:
-        converted = f"{s['converted_from_p0']} of {s['p0_in_first_epoch']}" if "converted_from_p0" in s else "n/a"
-        name = s["label"] if s.get("allocator") in (None, s["label"]) else f"{s['label']} ({s['allocator']})"
-        lines.append(
-            f"| {name} | {s.get('engine') or 'n/a'} | {s.get('steps', 'n/a')} | "
-            f"{s.get('epochs', 'n/a')} | {s.get('completions_per_batch', 'n/a')} | "
-            f"{_fmt(s.get('generation_seconds_per_batch'), 2)} | "
-            f"{_fmt(s.get('effective_gradient_ratio_mean'))} | "
-            f"{_fmt(s.get('effective_gradient_ratio_after_epoch_1'))} | "
-            f"{_fmt(s.get('zero_gradient_all_correct_mean'))} | {_fmt(s.get('zero_gradient_all_wrong_mean'))} | "
-            f"{s.get('max_count', 'n/a')} | {converted} |"
-        )
-    lines += ["", 'Ratios: mean over logged steps (source per run below). "Converted": p = 0 in the first epoch,']
-    lines += ["p > 0 in the last.", ""]
-    for s in summaries:
-        if "counts_by_status" not in s:
-            continue
-        lines += [f"## {s['label']}: mean completions per prompt, by the success rate the allocator saw", ""]
-        header = ["epoch", *(STATUS_LABELS[k] for k in STATUSES)]
-        lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-        for epoch, by_status in s["counts_by_status"].items():
-            cells = [f"{by_status[k][0]:.1f} ({by_status[k][1]})" if k in by_status else "" for k in STATUSES]
-            lines.append(f"| {epoch} | " + " | ".join(cells) + " |")
-        lines += ["", "(number of prompt draws in brackets)", ""]
-        lines += [f"Prompts per status, by their success rate in each epoch ({s['label']}):", ""]
-        lines += ["| epoch | " + " | ".join(STATUS_LABELS[k] for k in SEEN_STATUSES) + " |"]
-        lines += ["|" + "---|" * (len(SEEN_STATUSES) + 1)]
-        for epoch, counts in s["status_per_epoch"].items():
-            lines.append(f"| {epoch} | " + " | ".join(str(counts[k]) for k in SEEN_STATUSES) + " |")
-        lines.append("")
-    lines += ["## Sources and what is missing", ""]
-    for s in summaries:
-        lines.append(
-            f"- **{s['label']}** ({s['path']}): ratios from `{s['ratio_source']}`; statistics from "
-            f"`{s.get('statistics_source', 'none')}`."
-        )
-        lines += [f"  - {note}" for note in s["missing"]]
-    lines += ["", "## Figures", ""]
-    lines += [f"![{Path(name).stem}]({name})" for name in images]
-    return "\n".join(lines) + "\n"
 
 
 def write_report(runs: list[RunData], output_dir: str | Path, dpi: int = 90) -> dict[str, Any]:
@@ -441,6 +342,7 @@ def write_report(runs: list[RunData], output_dir: str | Path, dpi: int = 90) -> 
     rewards = {r.label: reward_series(r) for r in runs}
     if any(not np.isnan(s["generated"]).all() for s in rewards.values() if s["step"]):  # logged by this version on
         figures["reward.png"] = plots.plot_rewards(rewards, starts)
+    figures |= _token_figures(runs, plots)
     for name, figure in figures.items():
         plots.save(figure, output_dir / name, dpi=dpi)
     summaries = [summarize(r) for r in runs]
@@ -448,3 +350,39 @@ def write_report(runs: list[RunData], output_dir: str | Path, dpi: int = 90) -> 
     (output_dir / REPORT_DATA_FILE).write_text(json.dumps(report, indent=1, default=float), encoding="utf-8")
     (output_dir / REPORT_SUMMARY_FILE).write_text(summary_markdown(summaries, list(figures)), encoding="utf-8")
     return report
+
+
+def _token_figures(runs: list[RunData], plots) -> dict[str, Any]:
+    """``tokens.png`` (ratio and reward against cumulative generated tokens) and ``expected_tokens.png`` for the runs
+    whose records have token counts; a run without them is named in its summary's notes (``_summarize_tokens``)."""
+    series = {r.label: found for r in runs if (found := token_series(r)) is not None}
+    if not series:
+        return {}
+    rewards = {label: s[1] for label, s in series.items() if s[1]["step"]}
+    figures = {"tokens.png": plots.plot_tokens_axis({label: s[0] for label, s in series.items()}, rewards)}
+    pairs = {r.label: pair for r in runs if r.label in series and (pair := expected_vs_actual(r.records))[0]}
+    if pairs:
+        figures["expected_tokens.png"] = plots.plot_expected_tokens(pairs)
+    return figures
+
+
+__all__ = [
+    "RATIO_KEYS",
+    "REWARD_KEYS",
+    "RunData",
+    "STATUS_LABELS",
+    "counts_by_status",
+    "counts_per_epoch",
+    "epoch_rates",
+    "epoch_starts",
+    "load_run",
+    "ratio_from_allocations",
+    "ratio_series",
+    "reward_series",
+    "status_per_epoch",
+    "summarize",
+    "summary_markdown",
+    "token_series",
+    "transition_matrix",
+    "write_report",
+]

@@ -141,6 +141,58 @@ def plot_rewards(series: dict[str, dict[str, list[float]]], epoch_starts: list[i
     return fig
 
 
+def plot_tokens_axis(ratios: dict[str, dict[str, list[float]]], rewards: dict[str, dict[str, list[float]]]) -> Figure:
+    """Effective-gradient ratio (left) and mean reward (right: trained solid, generated dashed) against the
+    cumulative tokens generated: runs compared at equal cost. Each series holds ``tokens`` (x) and its values; the
+    reward panel is left out when no run logged a reward."""
+    colors = _run_colors(ratios | rewards)
+    panels = 2 if rewards else 1
+    fig, axes = plt.subplots(1, panels, figsize=(5 * panels, 3.2), squeeze=False)
+    left = axes[0][0]
+    width = {label: max(2.8 - 0.8 * k, 1.0) for k, label in enumerate(colors)}  # earlier runs wider: overlaps show
+    for label, s in ratios.items():
+        left.plot(s["tokens"], s["effective"], marker=".", color=colors[label], linewidth=width[label], label=label)
+    left.set_ylim(-0.02, 1.02)
+    left.set_title("effective-gradient ratio")
+    left.set_ylabel("share of completions")
+    if rewards:
+        right = axes[0][1]
+        for label, s in rewards.items():
+            style = {"color": colors[label], "linewidth": width[label]}
+            right.plot(s["tokens"], s["trained"], marker=".", label=f"{label}: trained", **style)
+            if not np.isnan(s["generated"]).all():
+                style |= {"marker": "x", "linestyle": "--"}
+                right.plot(s["tokens"], s["generated"], label=f"{label}: generated", **style)
+        right.set_title("mean reward")
+        right.set_ylabel("mean reward")
+    for ax in axes[0]:
+        ax.set_xlabel("cumulative generated tokens")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def plot_expected_tokens(pairs: dict[str, tuple[list[float], list[float]]]) -> Figure:
+    """Per prompt draw: the expected tokens per completion the batch was allocated with (x) against the mean tokens per
+    completion it then generated (y); on the diagonal the expectation was right."""
+    colors = _run_colors(pairs)
+    fig, ax = plt.subplots(figsize=(4.6, 4.0))
+    for label, (expected, actual) in pairs.items():
+        ax.scatter(expected, actual, s=10, alpha=0.6, color=colors[label], label=f"{label} ({len(expected)} draws)")
+    values = [v for e, a in pairs.values() for v in e + a]
+    pad = max(0.05 * (max(values) - min(values)), 0.5)
+    lo, hi = min(values) - pad, max(values) + pad  # both axes on the data's range: the diagonal stays at 45 degrees
+    ax.plot([lo, hi], [lo, hi], color="0.5", linestyle="--", linewidth=1)
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(lo, hi)
+    ax.set_xlabel("expected tokens per completion")
+    ax.set_ylabel("tokens per completion generated")
+    ax.set_title("expected vs actual tokens per prompt")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
 def plot_prompt_status(status: dict[str, dict[int, dict[str, int]]]) -> Figure:
     """Figure 8 per epoch: prompts per status by the success rate they reached in that epoch; one panel per run."""
     fig, axes = _epoch_panels(len(status), width=3.6, height=3.0, sharey=True)

@@ -85,7 +85,8 @@ def _whole(value: Any, minimum: int | None = 0) -> bool:
 
 def allocation_record_problem(record: Any) -> str | None:
     """Why one parsed line of ``allocations.jsonl`` cannot be used (None when it can): the keys the trainer writes
-    (``trainer/allocation_log.py``), their types, one entry per prompt in every list, successes <= attempts."""
+    (``trainer/allocation_log.py``), their types, one entry per prompt in every list, successes <= attempts, no tokens
+    for a prompt without completions."""
     if not isinstance(record, dict):
         return "not a JSON object"
     missing = [key for key in ("step", "epoch", *_RECORD_LISTS) if key not in record]
@@ -97,18 +98,20 @@ def allocation_record_problem(record: Any) -> str | None:
     generated = [key for key in _GENERATED_LISTS if key in record]
     if generated and len(generated) != len(_GENERATED_LISTS):  # older files have none of them
         return f"key {next(k for k in _GENERATED_LISTS if k not in record)!r} is missing (its companions are there)"
-    lists = {key: record[key] for key in (*_RECORD_LISTS, *generated)}
+    tokens = [key for key in _TOKEN_LISTS if key in record]
+    if tokens and len(tokens) != len(_TOKEN_LISTS):  # older files have neither
+        return f"key {next(k for k in _TOKEN_LISTS if k not in record)!r} is missing (its companion is there)"
+    lists = {key: record[key] for key in (*_RECORD_LISTS, *generated, *tokens)}
     for key, values in lists.items():
         if not isinstance(values, list) or len(values) != len(lists["prompt_ids"]):
             return f"{key!r} must be a list with one entry per prompt id ({len(lists['prompt_ids'])})"
-        if key == "success_rates":
-            fits = [
-                v is None or (not isinstance(v, bool) and isinstance(v, (int, float)) and 0 <= v <= 1) for v in values
-            ]
-        else:
-            fits = [_whole(v, None if key == "prompt_ids" else 0) for v in values]
+        fits = [_fits(key, v) for v in values]
         if not all(fits):
             return f"{key!r} holds {values[fits.index(False)]!r}, not {_RECORD_KINDS[key]}"
+    if tokens and generated:
+        for pid, n, t in zip(lists["prompt_ids"], lists["generated"], lists["generated_tokens"], strict=True):
+            if n == 0 and t not in (0, None):
+                return f"generated_tokens is {t} for prompt {pid}, which had no completion generated"
     for prefix in ("", "generated_") if generated else ("",):
         successes, attempts = lists[f"{prefix}successes"], lists[f"{prefix}attempts"]
         for pid, s, a in zip(lists["prompt_ids"], successes, attempts, strict=True):
@@ -120,10 +123,23 @@ def allocation_record_problem(record: Any) -> str | None:
     return None
 
 
+def _fits(key: str, value: Any) -> bool:
+    """One entry of the list ``key`` of a record has the kind ``_RECORD_KINDS[key]`` names."""
+    if key in ("success_rates", "expected_tokens"):
+        number = not isinstance(value, bool) and isinstance(value, (int, float)) and value >= 0
+        return value is None or (number and (key == "expected_tokens" or value <= 1))
+    if key == "generated_tokens":
+        return value is None or _whole(value)
+    return _whole(value, None if key == "prompt_ids" else 0)
+
+
 _RECORD_LISTS = ("prompt_ids", "counts", "success_rates", "successes", "attempts")
 _GENERATED_LISTS = ("generated", "generated_successes", "generated_attempts")  # optional: absent from older files
+_TOKEN_LISTS = ("expected_tokens", "generated_tokens")  # optional: absent from files written before tokens counted
 _RECORD_KINDS = {
     **dict.fromkeys(_GENERATED_LISTS, "a whole number >= 0"),
+    "expected_tokens": "a number of tokens >= 0 or null",
+    "generated_tokens": "a whole number of tokens >= 0 or null",
     "prompt_ids": "an integer id",
     "counts": "a whole number >= 0",
     "success_rates": "a rate in [0, 1] or null",

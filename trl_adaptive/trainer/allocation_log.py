@@ -5,7 +5,8 @@ transition matrix needs each prompt's count and rate, so the main process append
 
     {"step": 12, "epoch": 1, "prompt_ids": [...], "counts": [...], "success_rates": [... null for NaN],
      "successes": [...], "attempts": [...], "generated": [...], "generated_successes": [...],
-     "generated_attempts": [...], "engine": "vllm-colocate"}
+     "generated_attempts": [...], "expected_tokens": [... null when unknown], "generated_tokens": [...],
+     "engine": "vllm-colocate"}
 
 ``epoch`` is the statistics store's epoch (0-based, the epoch being trained). Per prompt: ``counts`` is the number of
 completions TRAINED on, and ``successes`` / ``attempts`` the successes and scored completions among them (what the
@@ -13,7 +14,11 @@ gradient saw); ``generated`` is the number of completions GENERATED for it in th
 ``generated_successes`` / ``generated_attempts`` count those (what the statistics store counted). The two agree
 when every completion generated is trained (one planned round); under Seq and dynamic sampling the generated ones
 are more. Lines written before the generated counts existed lack the three ``generated*`` keys; readers take the
-trained counts then. ``engine`` is what generated them (``vllm-server``, ``vllm-colocate`` or ``transformers``).
+trained counts then. Tokens, per prompt: ``expected_tokens`` is the statistics store's expected tokens PER COMPLETION
+before this step's update (what a token budget planned on; null when no prompt had length evidence yet), and
+``generated_tokens`` the tokens of every completion generated for it in the step, all rounds (null when the
+generation driver gave no counts); lines written before tokens were recorded lack both. ``engine`` is what generated
+them (``vllm-server``, ``vllm-colocate`` or ``transformers``).
 A resumed run appends again from its checkpoint's step, so a reader keeps the LAST line written for each step
 (:func:`trl_adaptive.run_files.read_allocation_log`, importable from here too), which is the record of the run that
 went on.

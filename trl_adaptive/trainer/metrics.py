@@ -71,11 +71,35 @@ def log_allocation(
     trainer._generation_seconds = 0.0
     for bucket, number in prompts_per_status(outcome.record.success_rates).items():
         metrics[f"prompt_status/{bucket}"].append(float(number))
+    log_tokens(metrics, outcome, float(counts[has_signal].sum()))
     # TRL grouped by view(-1, G); replace its figure by the same quantity over the real groups.
     metrics["frac_reward_zero_std"][-1] = result.zero_std_fraction
     trainer._logs["advantages"].clear()
     trainer._logs["advantages"].extend(advantages.tolist())
     trainer._logs["extra"]["group_size"].extend(counts[group_ids].tolist())
+
+
+# tokens/* names of what a token-budgeted allocation reports (Allocation.metrics, logged as allocation/<name> too)
+_PLANNED_TOKENS = {"tokens/budget": "allocation/token_budget", "tokens/expected": "allocation/tokens_expected"}
+
+
+def log_tokens(metrics, outcome: Outcome, effective_completions: float) -> None:
+    """``tokens/*``: tokens generated in the step (every completion, round and rank), tokens of the completions trained
+    on, and generated tokens per trained completion in a group with a reward spread (NaN when there is none: the
+    step's tokens bought no gradient). Nothing when the driver gave no token counts. Under a token budget, also the
+    budget and the expected tokens of the allocation's counts (``tokens/budget``, ``tokens/expected``)."""
+    for name, key in _PLANNED_TOKENS.items():  # the batch's first allocation, under a token budget
+        value = outcome.record.metrics.get(key, float("nan"))
+        if not np.isnan(value):  # NaN: no prompt had a length estimate yet
+            metrics[name].append(float(value))
+    tokens = outcome.record.completion_tokens
+    if np.isnan(tokens).any():
+        return
+    generated = float(tokens.sum())
+    metrics["tokens/generated"].append(generated)
+    metrics["tokens/trained"].append(float(tokens[outcome.selected].sum()))
+    per_effective = generated / effective_completions if effective_completions else float("nan")
+    metrics["tokens/per_effective_completion"].append(per_effective)
 
 
 def log_rounds(trainer: AdaptiveGRPOTrainer, outcome: Outcome) -> None:
@@ -119,6 +143,9 @@ def record_allocation(trainer: AdaptiveGRPOTrainer, outcome: Outcome, group_ids:
         **_tally(group_ids, rewards, len(counts), trainer.args.success_threshold, ""),
         "generated": np.bincount(record.group_ids, minlength=len(counts)),
         **_tally(record.group_ids, record.rewards, len(counts), trainer.args.success_threshold, "generated_"),
+        # the store's estimate per completion before this step's update (what the allocation planned on)
+        "expected_tokens": trainer.prompt_statistics.expected_tokens(record.prompt_ids),
+        "generated_tokens": _tokens_per_prompt(record.group_ids, record.completion_tokens, len(counts)),
         "engine": f"vllm-{trainer.args.vllm_mode}" if trainer.args.use_vllm else "transformers",
     }
     append_allocation_record(trainer.args.output_dir, line)
@@ -132,3 +159,10 @@ def _tally(group_ids: np.ndarray, rewards: np.ndarray, groups: int, threshold: f
         f"{prefix}successes": np.bincount(group_ids, weights=success, minlength=groups).astype(np.int64),
         f"{prefix}attempts": np.bincount(group_ids, weights=scored, minlength=groups).astype(np.int64),
     }
+
+
+def _tokens_per_prompt(group_ids: np.ndarray, tokens: np.ndarray, groups: int) -> list[int | None]:
+    """Per prompt, the tokens of every completion ``group_ids`` lists; None where one of them has no count (NaN)."""
+    unknown = np.bincount(group_ids, weights=np.isnan(tokens), minlength=groups) > 0
+    totals = np.bincount(group_ids, weights=np.nan_to_num(tokens), minlength=groups)
+    return [None if u else round(t) for u, t in zip(unknown.tolist(), totals.tolist(), strict=True)]
