@@ -23,7 +23,8 @@ TABLE_FRACTIONS = (0.25, 0.5, 1.0)
 # that is slower than uniform is still observed up to 1.5x uniform's tokens.
 REACH_FRACTIONS = (2 / 3, 1.0)
 DEFAULT_METHOD = "knapsack"  # AdaptiveGRPOConfig.allocator's default when this benchmark chose bayes_knapsack over it
-TOKEN_BUDGET_SUFFIX = "_token_budget"  # a method with generation_token_budget, paired against the one without
+# Methods with a generation_token_budget (a number; "uniform"), each paired against the same allocator without one.
+TOKEN_BUDGET_SUFFIXES = ("_token_budget", "_uniform_tokens")
 
 
 def interval(values) -> dict:
@@ -126,7 +127,8 @@ def summarize(records: list[dict], settings) -> dict:
                 for s in seeds
             )
     for name, runs in by_method.items():  # a token budget on against the same allocator without one
-        base = by_method.get(name.removesuffix(TOKEN_BUDGET_SUFFIX)) if name.endswith(TOKEN_BUDGET_SUFFIX) else None
+        suffix = next((end for end in TOKEN_BUDGET_SUFFIXES if name.endswith(end)), None)
+        base = by_method.get(name.removesuffix(suffix)) if suffix else None
         if base is not None:
             seeds = sorted(set(runs) & set(base))
             methods[name]["paired_vs_without_token_budget"] = {

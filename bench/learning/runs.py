@@ -42,6 +42,9 @@ METHODS: dict[str, dict] = {
     # average 8.7 generated tokens per completion, 1,108 a step of 128), so these spend what uniform spends.
     "knapsack_token_budget": {"allocator": "knapsack", TOKENS_PER_COMPLETION: 8.6},
     "bayes_knapsack_token_budget": {"allocator": "bayes_knapsack", TOKENS_PER_COMPLETION: 8.6},
+    # With generation_token_budget="uniform": each batch may expect what the uniform split of it expects (no number).
+    "knapsack_uniform_tokens": {"allocator": "knapsack", "generation_token_budget": "uniform"},
+    "bayes_knapsack_uniform_tokens": {"allocator": "bayes_knapsack", "generation_token_budget": "uniform"},
 }
 
 

@@ -110,3 +110,19 @@ def test_the_pilots_second_round_counts_the_first_rounds_tokens():
 def test_a_token_budget_that_is_no_number_of_tokens_is_refused_naming_it(bad):
     with pytest.raises(ValueError, match="token_budget"):
         KnapsackAllocator(token_budget=bad)
+
+
+@pytest.mark.parametrize("cls", [KnapsackAllocator, BayesKnapsackAllocator])
+def test_a_uniform_token_budget_expects_what_the_uniform_split_of_the_batch_expects(cls):
+    rng = np.random.default_rng(5)
+    rates = rng.choice([0.0, 0.1, 0.5, 0.9, 1.0], 16)
+    lengths = np.where(rates < 0.3, 300.0, 100.0) * rng.uniform(0.8, 1.2, 16)
+    allocation = cls(token_budget="uniform").allocate(_stats(rates, lengths), 16 * 8)
+    uniform_tokens = 16 * 8 * lengths.mean()
+    assert allocation.metrics["token_budget"] == pytest.approx(uniform_tokens)
+    assert float(allocation.counts @ lengths) <= uniform_tokens * (1 + 1e-9)
+    assert cls().allocate(_stats(rates, lengths), 16 * 8).counts @ lengths > uniform_tokens  # it binds here
+    fresh = cls(token_budget="uniform").allocate(
+        dataclasses.replace(_stats(rates, lengths), expected_tokens=None), 128
+    )
+    assert "token_budget" not in fresh.metrics  # nothing measured: no number yet

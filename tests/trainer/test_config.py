@@ -95,6 +95,7 @@ def test_trl_parser_reads_the_new_fields(tmp_path):
         ({"allocator": "knapsack", "generation_token_budget": 0}, "generation_token_budget=0: must be"),
         ({"allocator": "knapsack", "generation_token_budget": float("inf")}, "generation_token_budget=inf"),
         ({"length_decay": 0.0}, "length_decay=0.0: must lie in (0, 1]"),
+        ({"allocator": "knapsack", "generation_token_budget": "lots"}, "generation_token_budget='lots' is neither"),
     ],
 )
 def test_invalid_config_fails_at_construction(tmp_path, overrides, message):
@@ -284,3 +285,12 @@ def test_the_token_budget_reaches_the_allocator_and_the_length_decay_the_store(t
     )
     assert args.statistics_config["length_decay"] == 0.5
     assert AdaptiveGRPOConfig(**kwargs).build_procedure().allocator.token_budget is None
+
+
+def test_the_token_budget_parses_from_the_command_line_as_a_number_or_uniform(tmp_path):
+    parser = TrlParser(AdaptiveGRPOConfig)
+    common = ["--output_dir", str(tmp_path), "--use_cpu", "true", "--allocator", "knapsack"]
+    (args,) = parser.parse_args_into_dataclasses([*common, "--generation_token_budget", "2048.5"])
+    assert args.generation_token_budget == 2048.5 and args.build_procedure().allocator.token_budget == 2048.5
+    (args,) = parser.parse_args_into_dataclasses([*common, "--generation_token_budget", "uniform"])
+    assert args.build_procedure().allocator.token_budget == "uniform"

@@ -67,9 +67,10 @@ class BayesKnapsackAllocator(Allocator):
         max_rollouts: N_up (default 128, as ``knapsack``).
         solver: ``"greedy"`` (default; exact by concavity) or ``"dp"`` (the paper's dynamic programme).
         token_budget: T, the most expected generated tokens of the batch (``stats.expected_tokens`` per completion),
-            or None (default: unchanged). When the counts above would spend more, the prompts with evidence are
-            re-solved under T (:mod:`.token_budget`: the same expected value and number of completions, each
-            completion priced by its tokens); prompts without evidence keep their uniform share. In
+            ``"uniform"`` (T = what the uniform split of the batch expects), or None (default: unchanged). When
+            the counts above would spend more, the prompts with evidence are re-solved under T
+            (:mod:`.token_budget`: the same expected value and number of completions, each completion priced by
+            its tokens); prompts without evidence keep their uniform share. In
             :meth:`allocate_remaining` T covers both rounds: the tokens expected of ``already`` count against it.
 
     Example:
@@ -90,7 +91,7 @@ class BayesKnapsackAllocator(Allocator):
     reads = ("posterior",)  # beta_a, beta_b (and the real counts' evidence)
 
     solver: str = "greedy"
-    token_budget: float | None = None
+    token_budget: float | str | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -10,7 +10,7 @@ import numpy as np
 from .._validate import check_number
 from .base import Allocation, Allocator, PromptBatchStats, largest_remainder, register_allocator
 from .solvers import SOLVERS, solve_dp, solve_greedy
-from .token_budget import expected_lengths, within_token_budget
+from .token_budget import UNIFORM_TOKENS, expected_lengths, within_token_budget
 from .value import marginal_gains, mixed_group_demand, value_table
 
 
@@ -52,7 +52,8 @@ class KnapsackAllocator(Allocator):
             256 prompts x 8, see docs/benchmarks.md) or ``"dp"`` (the paper's dynamic programme). Both are exact; they
             may break ties differently.
         token_budget: T, the most expected generated tokens of the batch (``stats.expected_tokens`` per completion),
-            or None (default: the rules above, unchanged). When the rules' counts would spend more, the seen prompts
+            ``"uniform"`` (T = what the uniform split of the batch expects), or None (default: the rules above,
+            unchanged). When the rules' counts would spend more, the seen prompts
             are re-solved under T (:mod:`.token_budget`): the same number of completions, Value first, then the
             fallback's tiers in their order (the p = 0 prompts' share, the surplus to mid prompts, the rest), each
             tier's completions priced by their tokens. Unseen prompts keep their uniform share.
@@ -81,7 +82,7 @@ class KnapsackAllocator(Allocator):
 
     fallback: bool = True
     solver: str = "greedy"
-    token_budget: float | None = None
+    token_budget: float | str | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -162,9 +163,9 @@ class KnapsackAllocator(Allocator):
 
 
 def check_token_budget(token_budget: object) -> None:
-    """A ValueError naming ``token_budget`` unless it is None or a finite number of tokens > 0."""
-    if token_budget is not None:
-        reason = "expected generated tokens per generation batch; None turns the budget off"
+    """A ValueError naming ``token_budget`` unless it is None, ``"uniform"`` or a finite number of tokens > 0."""
+    if token_budget is not None and token_budget != UNIFORM_TOKENS:
+        reason = "expected generated tokens per generation batch; 'uniform': as many as the uniform split; None: off"
         check_number("token_budget", token_budget, above=0, finite=True, reason=reason)
 
 

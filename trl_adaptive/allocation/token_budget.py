@@ -134,6 +134,9 @@ def solve_token_budget(
     return TokenBudgetSolution(counts, tokens(counts), high, gap, True)
 
 
+UNIFORM_TOKENS = "uniform"  # token_budget: the expected tokens of the uniform split of the batch
+
+
 def expected_lengths(stats: PromptBatchStats) -> np.ndarray | None:
     """``(M,)`` l_i from ``stats.expected_tokens``: NaN entries (nothing measured for them) take the mean of the known
     ones; None when none is known (no length has been measured yet, so no token budget can be planned)."""
@@ -150,7 +153,7 @@ def within_token_budget(
     counts: np.ndarray,
     solved: np.ndarray,
     lengths: np.ndarray | None,
-    token_budget: float,
+    token_budget: float | str,
     gains: Callable[[], np.ndarray],
     n_low: int | np.ndarray,
     n_up: int,
@@ -165,7 +168,8 @@ def within_token_budget(
         solved: positions of the prompts the knapsack decides.
         lengths: ``(M,)`` expected tokens per completion (:func:`expected_lengths`), or None when unknown: the counts
             are kept and ``tokens_expected`` is left out.
-        token_budget: T, expected generated tokens of the whole batch.
+        token_budget: T, expected generated tokens of the whole batch, or ``"uniform"``: what the uniform split of
+            the same completions over the same prompts expects, sum(counts) x mean(l), recomputed every batch.
         gains: builds the ``(len(solved), C)`` marginal gains of the solved prompts (only called when T binds).
         n_low, n_up: the allocator's bounds (``n_low`` may be one per prompt, e.g. what a pilot round drew).
 
@@ -174,7 +178,11 @@ def within_token_budget(
         known), ``token_price`` (lambda; 0 when T does not bind), ``token_gap_bound`` and ``token_budget_infeasible``
         (1 when even the fewest tokens exceed T).
     """
-    metrics = {"token_budget": float(token_budget), "token_price": 0.0, "token_gap_bound": 0.0}
+    if lengths is not None and token_budget == UNIFORM_TOKENS:
+        token_budget = float(counts.sum()) * float(lengths.mean())
+    metrics = {"token_price": 0.0, "token_gap_bound": 0.0}
+    if token_budget != UNIFORM_TOKENS:  # nothing measured yet under "uniform": no number to log
+        metrics["token_budget"] = float(token_budget)
     if lengths is None:  # nothing measured yet: nothing to plan on, and no expected tokens to log
         return Allocation(counts, metrics=metrics | {"token_budget_infeasible": 0.0})
     if float(counts @ lengths) > token_budget and len(solved):
@@ -219,4 +227,4 @@ def _dominating_price(gains: np.ndarray, lengths: np.ndarray, lo: np.ndarray, hi
     return 2.0 * max(spread, 1e-300) / step + 1e-300
 
 
-__all__ = ["TokenBudgetSolution", "expected_lengths", "solve_token_budget", "within_token_budget"]
+__all__ = ["UNIFORM_TOKENS", "TokenBudgetSolution", "expected_lengths", "solve_token_budget", "within_token_budget"]

@@ -11,6 +11,7 @@ from trl import GRPOConfig
 
 from .._validate import check_int, check_number
 from ..allocation.base import check_rollout_bounds
+from ..allocation.token_budget import UNIFORM_TOKENS
 from ..sampling import build_procedure, registered_strategies, strategy_parameters
 from .statistics_settings import check_statistics_settings
 
@@ -92,10 +93,12 @@ class AdaptiveGRPOConfig(GRPOConfig):
         effective-gradient ratio at the same value share in the simulator (docs/allocators.md).
     posterior_prior_b (`float`, *optional*, defaults to `1.0`):
         b0 of the weak prior, as `posterior_prior_a`.
-    generation_token_budget (`float` or `None`, *optional*, defaults to `None`):
+    generation_token_budget (`float`, `str` or `None`, *optional*, defaults to `None`):
         Expected generated tokens per generation batch (all ranks together) that the allocation may spend, planned
-        from each prompt's measured completion length (the statistics' `expected_completion_tokens`). The number of
-        completions stays `generation_batch_size` (TRL's batch shape); the budget decides which prompts get them.
+        from each prompt's measured completion length (the statistics' `expected_completion_tokens`), or
+        `"uniform"`: each batch may expect what the uniform split of its completions over its prompts expects (GRPO's
+        tokens for the same batch, recomputed every step; no number to tune). The number of completions stays
+        `generation_batch_size` (TRL's batch shape); the budget decides which prompts get them.
         Honoured by `knapsack` and `bayes_knapsack` (other allocators refuse it); with `pilot_rollouts` it covers
         both rounds; dynamic sampling's extra rounds come on top. Before any length is measured (the first step) the
         allocator's own counts stand. When even the fewest tokens the bounds allow exceed the budget, the allocation
@@ -203,12 +206,13 @@ class AdaptiveGRPOConfig(GRPOConfig):
         default=1.0,
         metadata={"help": "Weak Beta prior b0 > 0 of every prompt's posterior (1.0: uniform; 0.5: Jeffreys)."},
     )
-    generation_token_budget: float | None = field(
+    generation_token_budget: float | str | None = field(
         default=None,
         metadata={
             "help": "Expected generated tokens per generation batch (all ranks) the allocation may spend, from each "
-            "prompt's measured completion length; the count stays generation_batch_size. knapsack and "
-            "bayes_knapsack only. None (default): no token budget, every allocator exactly as without it."
+            "prompt's measured completion length, or 'uniform' (what the uniform split of the batch expects); the "
+            "count stays generation_batch_size. knapsack and bayes_knapsack only. None (default): no token budget, "
+            "every allocator exactly as without it."
         },
     )
     length_decay: float = field(
@@ -273,10 +277,20 @@ class AdaptiveGRPOConfig(GRPOConfig):
             )
 
     def _check_token_budget(self) -> None:
-        """generation_token_budget: a number of tokens > 0 for a strategy that can honour it, or None."""
-        if self.generation_token_budget is None:
+        """generation_token_budget: a number of tokens > 0 or "uniform", for a strategy that can honour it, or None."""
+        budget = self.generation_token_budget
+        if budget is None:
             return
-        check_number("generation_token_budget", self.generation_token_budget, above=0, finite=True, reason="tokens")
+        if isinstance(budget, str) and budget != UNIFORM_TOKENS:  # the command line gives a string
+            try:
+                budget = self.generation_token_budget = float(budget)
+            except ValueError:
+                raise ValueError(
+                    f"generation_token_budget={budget!r} is neither a number of tokens nor 'uniform'. Give the "
+                    "expected generated tokens per generation batch, 'uniform', or leave it unset."
+                ) from None
+        if budget != UNIFORM_TOKENS:
+            check_number("generation_token_budget", budget, above=0, finite=True, reason="tokens")
         if "token_budget" not in strategy_parameters(self.allocator):
             able = [name for name in registered_strategies() if "token_budget" in strategy_parameters(name)]
             raise ValueError(
