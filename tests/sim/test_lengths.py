@@ -5,8 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from trl_adaptive.allocation import get_allocator
 from trl_adaptive.sim import LENGTHS, LengthModel, PromptLengths, simulate
 from trl_adaptive.sim.results import STEP_METRICS
+from trl_adaptive.stats import PromptStatistics
 
 SMALL = {"num_prompts": 256, "batch_prompts": 64, "num_generations": 8, "epochs": 2}
 
@@ -135,3 +137,47 @@ def test_truncation_costs_successes():
     assert cut.zero_grad_all_wrong.mean() > free.zero_grad_all_wrong.mean()
     assert cut.zero_grad_all_correct.mean() < free.zero_grad_all_correct.mean()
     assert cut.generated_tokens.max() <= 60 * 64 * 8
+
+
+# ---- the store learns lengths; the token budget ---------------------------------------------------------------------
+def test_the_store_learns_each_prompts_length_from_the_simulated_completions():
+    stores: list[PromptStatistics] = []
+
+    def factory() -> PromptStatistics:
+        stores.append(PromptStatistics())
+        return stores[-1]
+
+    model = LengthModel(solved_tokens=500, prompt_spread=0.6, completion_sigma=0.2)
+    result = simulate("uniform", seed=3, lengths=model, statistics_factory=factory, **SMALL)
+    ids = np.arange(SMALL["num_prompts"])
+    learned = stores[0].expected_tokens(ids)
+    # The truth at the end: each prompt's mean solved length (drawn as simulate draws it) and its final true p.
+    length_rng = np.random.default_rng(3).spawn(6)[5]
+    truth = model.expected_tokens(model.prompt_means(len(ids), length_rng), result.p_final)
+    assert np.all(np.isfinite(learned))
+    assert np.corrcoef(np.log(learned), np.log(truth))[0, 1] > 0.95  # the 4.7-fold spread is learned prompt by prompt
+    assert np.median(np.abs(learned / truth - 1)) < 0.15
+
+
+def _uniform_tokens_per_step(lengths: str, seed: int) -> float:
+    return simulate("uniform", seed=seed, lengths=lengths, **SMALL).summary["tokens_generated"]
+
+
+@pytest.mark.parametrize("name", ["knapsack", "bayes_knapsack"])
+def test_a_budget_that_never_binds_changes_nothing(name):
+    plain = simulate(name, seed=4, lengths="several_fold", **SMALL)
+    loose = simulate(get_allocator(name, token_budget=1e12), seed=4, lengths="several_fold", **SMALL)
+    for field in ("generated", "generated_tokens", "effective_completions", "value", "mean_p"):
+        np.testing.assert_array_equal(getattr(plain, field), getattr(loose, field))
+
+
+@pytest.mark.parametrize("name", ["knapsack", "bayes_knapsack"])
+def test_a_binding_token_budget_spends_fewer_tokens_on_the_same_completions(name):
+    budget = 0.9 * _uniform_tokens_per_step("several_fold", seed=5)
+    plain = simulate(name, seed=5, lengths="several_fold", **SMALL)
+    capped = simulate(get_allocator(name, token_budget=budget), seed=5, lengths="several_fold", **SMALL)
+    later = capped.epoch >= 1  # epoch 1 has no length statistics: every allocator is uniform there
+    np.testing.assert_array_equal(capped.budget_used, plain.budget_used)
+    assert capped.generated_tokens[later].mean() < plain.generated_tokens[later].mean()
+    # The budget holds the EXPECTED tokens (the store's estimates); what is generated is a draw around them.
+    assert capped.generated_tokens[later].mean() <= 1.03 * budget

@@ -14,7 +14,7 @@ One step of a plan-ahead allocator, as in ``AdaptiveGRPOTrainer`` (every strateg
     r_ij    ~ Bernoulli(p_i), j < N_i                                                     rewards
     metrics = group_metrics(N, k)                                                         k_i = sum_j r_ij
     t_ij    ~ the prompt's length distribution given r_ij; cut at max_completion_length -> r_ij = 0     tokens
-    store.update(prompt id of every completion, r)
+    store.update(prompt id of every completion, r, t)
     logit(p_i) += lr * signal_i   for mixed groups (0 < k_i < N_i); every prompt += the optional transfer term
 
 Metrics follow Knapsack RL (arXiv 2509.25849) section 3.1 / Eq. 4: the *effective-gradient ratio* is the share of

@@ -71,7 +71,8 @@ def simulate(
         hard_threshold: prompts with initial true p below it count as "initially hard" in the summary.
         statistics_factory: builds the statistics store the allocator reads; default
             ``trl_adaptive.stats.PromptStatistics()``, the trainer's store. It is updated once per step with every
-            completion generated (as the trainer's round loop does).
+            completion generated and its length (as the trainer's round loop does), so a token-budgeted allocator
+            reads lengths learned as the trainer's are.
 
     Returns:
         a :class:`SimulationResult`.
@@ -101,8 +102,8 @@ def simulate(
                 procedure, ids, store, logits, prompt_lengths, num_generations, reward_rng, draw_rng, select_rng
             )
             log.record(epoch, out, p_true=expit(logits[out.generated_ids]))
-            # The store sees every scored completion; learning, only the trained ones.
-            store.update(out.completion_ids, out.rewards)
+            # The store sees every scored completion and its length; learning, only the trained ones.
+            store.update(out.completion_ids, out.rewards, out.completion_tokens)
             rule.apply(logits, out.trained_ids, out.trained, out.trained_successes, num_generations, out.weights)
             log.learned(logits)
         store.end_epoch()

@@ -33,7 +33,9 @@ from .population import expit, seq_advantage_weights
 class StatisticsStore(Protocol):
     """The part of :class:`trl_adaptive.stats.PromptStatistics` the simulator uses."""
 
-    def update(self, prompt_ids: np.ndarray, rewards: np.ndarray) -> None: ...
+    def update(
+        self, prompt_ids: np.ndarray, rewards: np.ndarray, completion_tokens: np.ndarray | None = None
+    ) -> None: ...
 
     def end_epoch(self) -> None: ...
 
@@ -104,24 +106,22 @@ def run_step(
             return candidates[:0]
         return np.sort(draw_rng.choice(candidates, size=number, replace=False))
 
-    tokens: list[np.ndarray] = []
-    truncated: list[np.ndarray] = []
+    truncated = 0
 
-    def generate(request: Round, jobs: np.ndarray) -> np.ndarray:
+    def generate(request: Round, jobs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        nonlocal truncated
         completion_prompts = np.repeat(request.prompt_ids, request.counts)
         p = expit(logits[completion_prompts])
         solved = (reward_rng.random(len(p)) < p).astype(np.float64)
-        rewards, round_tokens, cut = lengths.complete(completion_prompts, solved)
-        tokens.append(round_tokens)
-        truncated.append(cut)
-        return rewards
+        rewards, tokens, cut = lengths.complete(completion_prompts, solved)
+        truncated += int(cut.sum())
+        return rewards, tokens
 
     budget = len(ids) * num_generations
     ctx = BatchContext(ids, budget, num_generations, 1.0, store.batch, draw_prompts, select_rng)
     outcome = drive(procedure, ctx, generate)
     procedure.end_step(outcome)
     record = outcome.record
-    completion_tokens = np.concatenate(tokens)  # generation order = the record's completion order
     generated, successes = record.counts(), record.successes().astype(np.int64)
     trained = outcome.trained_counts
     success = is_success(record.rewards[outcome.selected], ctx.success_threshold)
@@ -146,9 +146,9 @@ def run_step(
         generated_successes=successes,
         completion_ids=record.prompt_ids[record.group_ids],
         rewards=record.rewards,
-        completion_tokens=completion_tokens,
-        trained_tokens=float(completion_tokens[outcome.selected].sum()),
-        truncated=int(np.concatenate(truncated).sum()),
+        completion_tokens=record.completion_tokens,
+        trained_tokens=float(record.completion_tokens[outcome.selected].sum()),
+        truncated=truncated,
         seconds=outcome.seconds,
         rounds=len(record.round_sizes),
         filled=int(record.metrics.get("dynamic_sampling/filled", 0)),
