@@ -15,6 +15,10 @@ Prints markdown tables for docs/benchmarks.md ("Learning-signal simulator"):
    and the value share (the paper's objective at the TRUE p over the best allocation of the same completions at the
    true p), on every difficulty mix and learning rule, plus the posterior's weak prior and half-life, and n = 4 / 16.
 
+Tables 1, 3 and 4 end with the tokens each strategy generated against uniform on the same seeds, under the default
+length model (SmolLM2-135M's shape, nothing cut: lengths change no other figure). The token budget has its own
+benchmark, ``bench/bench_token_budget.py``.
+
 Tables 1-2 list the plan-ahead allocators only (``registered_allocators()``); table 3 is where the round procedures
 of Reinforce-Ada Seq (``trl_adaptive.sampling.ROUND_PROCEDURES``) are compared, table 4 adds Pilot-Commit.
 
@@ -130,7 +134,7 @@ def main_table(rows: list[dict[str, Any]]) -> str:
     header = (
         "| allocator | eff.-grad. ratio | vs uniform | eff.-grad. ratio, epochs ≥ 2 | vs uniform, epochs ≥ 2 "
         "| zero-grad all-correct | zero-grad all-wrong | eff. prompt ratio | final mean p | converted from p=0 "
-        "| initially-hard final p | alloc ms |"
+        "| initially-hard final p | alloc ms | tokens vs uniform |"
     )
     lines = [header, "|" + "---|" * (header.count("|") - 1)]
     for r in rows:
@@ -140,7 +144,7 @@ def main_table(rows: list[dict[str, Any]]) -> str:
             f"| {fmt_ratio(r, 'effective_gradient_ratio_after_first')} "
             f"| {r['zero_grad_all_correct']:.3f} | {r['zero_grad_all_wrong']:.3f} | {r['effective_prompt_ratio']:.3f} "
             f"| {r['final_mean_p']:.3f} | {r['converted_from_zero']:.0f} | {r['hard_final_mean_p']:.4f} "
-            f"| {r['allocate_ms']:.1f} |"
+            f"| {r['allocate_ms']:.1f} | {fmt_ratio(r, 'tokens_generated')} |"
         )
     return "\n".join(lines)
 
@@ -189,7 +193,7 @@ def rounds_table(rows: list[dict[str, Any]]) -> str:
         "| strategy | generated / trained | eff.-grad. per trained | vs uniform | vs uniform, epochs ≥ 2 "
         "| eff.-grad. per generated | vs uniform | vs uniform, epochs ≥ 2 | zero-grad all-correct "
         "| zero-grad all-wrong | rounds / step | DS fill share | Seq unfinished / step | final mean p "
-        "| converted from p=0 | initially-hard final p |"
+        "| converted from p=0 | initially-hard final p | tokens vs uniform |"
     )
     lines = [header, "|" + "---|" * (header.count("|") - 1)]
     for r in rows:
@@ -201,7 +205,7 @@ def rounds_table(rows: list[dict[str, Any]]) -> str:
             f"| {fmt_ratio(r, 'effective_gradient_ratio_per_generated_after_first')} "
             f"| {r['zero_grad_all_correct']:.3f} | {r['zero_grad_all_wrong']:.3f} | {r['rounds_per_step']:.2f} "
             f"| {r['filled_share']:.3f} | {r['unfinished_prompts']:.1f} | {r['final_mean_p']:.3f} "
-            f"| {r['converted_from_zero']:.0f} | {r['hard_final_mean_p']:.4f} |"
+            f"| {r['converted_from_zero']:.0f} | {r['hard_final_mean_p']:.4f} | {fmt_ratio(r, 'tokens_generated')} |"
         )
     return "\n".join(lines)
 
@@ -365,7 +369,7 @@ def fresh_table(rows: dict[str, dict[str, Any]]) -> str:
         "| strategy | generated / trained | eff.-grad. per trained | vs uniform | eff.-grad. per generated "
         "| vs uniform | vs uniform, epochs ≥ 2 | mixed prompts per 1,000 generated | value share "
         "| value share, epochs ≥ 2 "
-        "| final mean p | alloc ms |"
+        "| final mean p | alloc ms | tokens vs uniform |"
     )
     lines = [header, "|" + "---|" * (header.count("|") - 1)]
     for label, r in rows.items():
@@ -375,7 +379,8 @@ def fresh_table(rows: dict[str, dict[str, Any]]) -> str:
             f"| {fmt_ratio(r, 'effective_gradient_ratio_per_generated')} "
             f"| {r['effective_gradient_ratio_per_generated_after_first_vs_baseline']:.3f} "
             f"| {r['mixed_per_1000_generated']:.1f} | {r['value_share']:.3f} ± {r['value_share_std']:.3f} "
-            f"| {r['value_share_after_first']:.3f} | {r['final_mean_p']:.3f} | {r['allocate_ms']:.2f} |"
+            f"| {r['value_share_after_first']:.3f} | {r['final_mean_p']:.3f} | {r['allocate_ms']:.2f} "
+            f"| {fmt_ratio(r, 'tokens_generated')} |"
         )
     return "\n".join(lines)
 

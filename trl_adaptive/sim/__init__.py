@@ -13,7 +13,8 @@ One step of a plan-ahead allocator, as in ``AdaptiveGRPOTrainer`` (every strateg
     N       = allocator.allocate(store.batch(ids), B).counts                              B = M * num_generations
     r_ij    ~ Bernoulli(p_i), j < N_i                                                     rewards
     metrics = group_metrics(N, k)                                                         k_i = sum_j r_ij
-    store.update(prompt id of every completion, r)
+    t_ij    ~ the prompt's length distribution given r_ij; cut at max_completion_length -> r_ij = 0     tokens
+    store.update(prompt id of every completion, r, t)
     logit(p_i) += lr * signal_i   for mixed groups (0 < k_i < N_i); every prompt += the optional transfer term
 
 Metrics follow Knapsack RL (arXiv 2509.25849) section 3.1 / Eq. 4: the *effective-gradient ratio* is the share of
@@ -27,7 +28,9 @@ the *value share* of a step is sum_i Value(N_i, p_i) over the best sum_i Value(N
 prompts and the same number of generated completions, N* in [2, 128] (Eq. 5 with the paper's bounds, solved exactly;
 :func:`value_share`). It separates "where the budget went" from how lucky the draws were, and penalises allocating on
 stale or noisy estimates. *Mixed prompts per 1,000 generated completions* counts the trained groups with
-0 < k_i < N_i per thousand completions generated.
+0 < k_i < N_i per thousand completions generated. Every completion also has a length in tokens
+(:class:`LengthModel`), so a run reports the tokens it generated and what it bought per 1,000 of them: effective
+completions (trained in mixed groups), mixed groups and the objective at the true p.
 
 Assumptions (all parameters, none tuned to reproduce a paper's number):
 
@@ -37,10 +40,14 @@ Assumptions (all parameters, none tuned to reproduce a paper's number):
 - :class:`LearningRule`: only mixed groups move p_i; by how much is a modelling choice, so four variants are reported
   rather than one (they barely change the effective-gradient ratios, but do change which allocator learns most).
 - A prompt's difficulty changes only by the learning rule (no forgetting, no noise in the true p_i).
+- :class:`LengthModel`: per-prompt lognormal lengths, failed attempts longer than solved ones (SmolLM2-135M's
+  measured 71 vs 54 tokens), an optional cut at ``max_completion_length`` that fails the completion. The default
+  cuts nothing, so lengths change no reward; :data:`LENGTHS` holds the small and the several-fold spreads.
 
 The package, one job per module:
 
 - :mod:`~trl_adaptive.sim.population`: the prompts and how they learn (:class:`DifficultyMix`, :class:`LearningRule`);
+- :mod:`~trl_adaptive.sim.lengths`: how many tokens each completion generates (:class:`LengthModel`);
 - :mod:`~trl_adaptive.sim.step`: one step, a sampling procedure driven with Bernoulli rewards;
 - :mod:`~trl_adaptive.sim.run`: one simulation over epochs (:func:`simulate`);
 - :mod:`~trl_adaptive.sim.results`: the metrics, :class:`SimulationResult` and :func:`summarize`;
@@ -56,20 +63,24 @@ from trl_adaptive.allocation.status import STATUSES
 from trl_adaptive.sampling import DynamicSampling, Pilot, PilotCommit
 
 from .comparison import compare
+from .lengths import LENGTHS, LengthModel, PromptLengths
 from .population import MIXES, RULE_KINDS, DifficultyMix, LearningRule, seq_advantage_weights
 from .results import SimulationResult, group_metrics, summarize, value_share
 from .run import simulate
 from .step import simulated_procedure
 
 __all__ = [
+    "LENGTHS",
     "MIXES",
     "RULE_KINDS",
     "STATUSES",
     "DifficultyMix",
     "DynamicSampling",
     "LearningRule",
+    "LengthModel",
     "Pilot",
     "PilotCommit",
+    "PromptLengths",
     "SimulationResult",
     "simulated_procedure",
     "compare",

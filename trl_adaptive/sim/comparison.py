@@ -23,6 +23,12 @@ _RATIO_KEYS: tuple[str, ...] = (
     "value_share",
     "value_share_after_first",
     "mixed_per_1000_generated",
+    "tokens_generated",
+    "tokens_generated_after_first",
+    "effective_per_1k_tokens",
+    "effective_per_1k_tokens_after_first",
+    "value_per_1k_tokens",
+    "value_per_1k_tokens_after_first",
 )
 
 
@@ -54,8 +60,9 @@ def compare(
 
     Returns:
         one row per allocator, in input order: ``allocator``, ``seeds``, the seed mean of every summary key, its
-        seed standard deviation as ``<key>_std``, and for the effective-gradient ratios ``<key>_vs_baseline``, the
-        mean over seeds of the per-seed ratio allocator / baseline (paired by seed), with ``_vs_baseline_std``.
+        seed standard deviation as ``<key>_std``, for the effective-gradient ratios, the value share and the token
+        figures ``<key>_vs_baseline``, the mean over seeds of the per-seed ratio allocator / baseline (paired by seed),
+        with ``_vs_baseline_std``, and ``per_seed``: each seed's summary, for other paired statistics.
     """
     specs: dict[str, AllocatorSpec] = (
         dict(allocators) if isinstance(allocators, Mapping) else {name: name for name in allocators}
@@ -79,7 +86,7 @@ def compare(
     rows: list[dict[str, Any]] = []
     for label, runs in by_label.items():
         ordered = [runs[int(seed)] for seed in seeds]
-        row: dict[str, Any] = {"allocator": label, "seeds": len(ordered)}
+        row: dict[str, Any] = {"allocator": label, "seeds": len(ordered), "per_seed": dict(runs)}
         for key in ordered[0]:
             values = np.array([run[key] for run in ordered])
             row[key] = float(values.mean())

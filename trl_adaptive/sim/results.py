@@ -1,7 +1,8 @@
-"""What a simulation reports: Knapsack RL's per-step diagnostics, the value share at the true p, and the summary.
+"""What a simulation reports: Knapsack RL's per-step diagnostics, the value share at the true p, tokens, a summary.
 
 The definitions are in the package's docstring (:mod:`trl_adaptive.sim`): every ratio is a share of the step's
-completions, and the value share scores an allocation by the paper's own objective at the true p.
+completions, and the value share scores an allocation by the paper's own objective at the true p. Value per token
+divides what a run bought (effective completions, mixed groups, the objective at the true p) by the tokens generated.
 """
 
 from __future__ import annotations
@@ -120,6 +121,10 @@ class SimulationResult:
             best allocation of the same completions at the true p.
         mixed_prompts: trained groups with 0 < k_i < N_i in the step.
         mean_p: mean true p_i over the whole population after the step's update.
+        generated_tokens, trained_tokens: tokens of the step's generated and of its trained completions.
+        truncated: completions of the step cut at the length model's ``max_completion_length`` (they failed).
+        effective_completions: trained completions in mixed groups (the effective-gradient ratio's numerator).
+        value: sum_i Value(N_i, p_i) of the generated counts at the true p (the value share's numerator).
         allocate_seconds: wall time of the allocator's calls (``allocate``; ``round_counts`` and ``select`` for Seq),
             not deterministic and excluded from comparisons.
         mean_count_by_status: mean N_i generated per observed status of the prompt when it was allocated (keys of
@@ -149,6 +154,11 @@ class SimulationResult:
     unfinished: np.ndarray
     value_share: np.ndarray
     mixed_prompts: np.ndarray
+    generated_tokens: np.ndarray
+    trained_tokens: np.ndarray
+    truncated: np.ndarray
+    effective_completions: np.ndarray
+    value: np.ndarray
     mean_count_by_status: dict[str, float] = field(default_factory=dict)
     summary: dict[str, float] = field(default_factory=dict)
 
@@ -169,7 +179,11 @@ def summarize(result: SimulationResult, *, hard_threshold: float = 0.01) -> dict
       per step);
     - ``value_share`` and ``value_share_after_first``: step means of :func:`value_share` (the objective at the true
       p over the best allocation of the same completions at the true p), and ``mixed_per_1000_generated``: mixed
-      trained groups per 1,000 completions generated over the run.
+      trained groups per 1,000 completions generated over the run;
+    - tokens (:func:`token_summary`): ``tokens_generated`` and ``tokens_trained`` per step, ``tokens_per_completion``,
+      ``truncated_share``, and per 1,000 generated tokens ``effective_per_1k_tokens`` (trained completions in mixed
+      groups), ``mixed_per_1k_tokens`` and ``value_per_1k_tokens`` (the objective at the true p), each also
+      ``_after_first`` (epochs >= 2).
     """
     later = result.epoch >= 1
     hard = result.p_initial < hard_threshold
@@ -203,7 +217,34 @@ def summarize(result: SimulationResult, *, hard_threshold: float = 0.01) -> dict
     summary["value_share"] = float(result.value_share.mean())
     summary["value_share_after_first"] = float(result.value_share[later].mean()) if later.any() else float("nan")
     summary["mixed_per_1000_generated"] = float(1000.0 * result.mixed_prompts.sum() / result.generated.sum())
+    summary.update(token_summary(result))
     return summary
+
+
+def token_summary(result: SimulationResult) -> dict[str, float]:
+    """The token figures of :func:`summarize`: what a run generated in tokens, and what it bought per 1,000 of them."""
+    tokens = result.generated_tokens
+    summary = {
+        "tokens_generated": float(tokens.mean()),
+        "tokens_trained": float(result.trained_tokens.mean()),
+        "tokens_per_completion": float(tokens.sum() / result.generated.sum()),
+        "truncated_share": float(result.truncated.sum() / result.generated.sum()),
+    }
+    later = result.epoch >= 1
+    for name, bought in (
+        ("effective", result.effective_completions),
+        ("mixed", result.mixed_prompts),
+        ("value", result.value),
+    ):
+        summary[f"{name}_per_1k_tokens"] = _per_1k(bought, tokens)
+        summary[f"{name}_per_1k_tokens_after_first"] = _per_1k(bought[later], tokens[later])
+    summary["tokens_generated_after_first"] = float(tokens[later].mean()) if later.any() else float("nan")
+    return summary
+
+
+def _per_1k(bought: np.ndarray, tokens: np.ndarray) -> float:
+    total = float(tokens.sum())
+    return 1000.0 * float(bought.sum()) / total if total > 0 else float("nan")
 
 
 _INT_COLUMNS: tuple[str, ...] = (
@@ -217,6 +258,8 @@ _INT_COLUMNS: tuple[str, ...] = (
     "skipped_prompts",
     "converted_from_zero",
     "mixed_prompts",
+    "truncated",
+    "effective_completions",
 )
 _FLOAT_COLUMNS: tuple[str, ...] = (
     *STEP_METRICS,
@@ -224,6 +267,9 @@ _FLOAT_COLUMNS: tuple[str, ...] = (
     "value_share",
     "mean_p",
     "allocate_seconds",
+    "generated_tokens",
+    "trained_tokens",
+    "value",
 )
 
 
@@ -247,7 +293,12 @@ class StepLog:
         mixed = (out.trained_successes > 0) & (out.trained_successes < out.trained)
         row["effective_gradient_ratio_per_generated"] = float(out.trained[mixed].sum() / out.generated.sum())
         row["mixed_prompts"] = int(mixed.sum())
+        row["effective_completions"] = int(out.trained[mixed].sum())
         row["value_share"] = value_share(out.generated, p_true)
+        row["value"] = float(value_of(out.generated, p_true).sum())
+        row["generated_tokens"] = float(out.completion_tokens.sum())
+        row["trained_tokens"] = out.trained_tokens
+        row["truncated"] = out.truncated
         row["converted_from_zero"] = self._count_conversions(out)
         row["epoch"] = epoch
         row["budget_used"] = int(out.trained.sum())
@@ -293,5 +344,6 @@ __all__ = [
     "StepLog",
     "group_metrics",
     "summarize",
+    "token_summary",
     "value_share",
 ]

@@ -16,6 +16,7 @@ from trl_adaptive.allocation.base import Allocator
 from trl_adaptive.sampling import Procedure
 from trl_adaptive.stats import PromptStatistics
 
+from .lengths import LENGTHS, LengthModel, PromptLengths
 from .population import MIXES, DifficultyMix, LearningRule, RuleKind, expit, logit
 from .results import SimulationResult, StepLog, summarize
 from .step import StatisticsStore, run_step, simulated_procedure
@@ -31,6 +32,7 @@ def simulate(
     seed: int = 0,
     learning_rule: RuleKind | LearningRule = "per_completion",
     mix: str | DifficultyMix = "dapo",
+    lengths: str | LengthModel = "default",
     hard_threshold: float = 0.01,
     statistics_factory: Callable[[], StatisticsStore] | None = None,
 ) -> SimulationResult:
@@ -63,10 +65,14 @@ def simulate(
             differences are paired.
         learning_rule: a :class:`LearningRule` or the ``kind`` of one with default ``lr`` / ``transfer``.
         mix: a :class:`DifficultyMix` or a key of :data:`MIXES`.
+        lengths: a :class:`~trl_adaptive.sim.lengths.LengthModel` or a key of
+            :data:`~trl_adaptive.sim.lengths.LENGTHS`: how many tokens each completion generates. The default cuts
+            nothing, so it changes no reward and no allocation made without a token budget.
         hard_threshold: prompts with initial true p below it count as "initially hard" in the summary.
         statistics_factory: builds the statistics store the allocator reads; default
             ``trl_adaptive.stats.PromptStatistics()``, the trainer's store. It is updated once per step with every
-            completion generated (as the trainer's round loop does).
+            completion generated and its length (as the trainer's round loop does), so a token-budgeted allocator
+            reads lengths learned as the trainer's are.
 
     Returns:
         a :class:`SimulationResult`.
@@ -76,11 +82,14 @@ def simulate(
     procedure.check(batch_prompts, batch_prompts * num_generations, num_generations)
     rule = LearningRule(kind=learning_rule) if isinstance(learning_rule, str) else learning_rule
     difficulty = MIXES[mix] if isinstance(mix, str) else mix
+    length_model = _length_model(lengths)
     store = (statistics_factory or PromptStatistics)()
 
-    # The first three generators are those of a plan-ahead run, so adding strategies changed none of its numbers.
-    population_rng, order_rng, reward_rng, draw_rng, select_rng = np.random.default_rng(seed).spawn(5)
+    # The first three generators are those of a plan-ahead run, so adding strategies changed none of its numbers;
+    # lengths draw from a sixth, so adding them changed no reward either.
+    population_rng, order_rng, reward_rng, draw_rng, select_rng, length_rng = np.random.default_rng(seed).spawn(6)
     p_initial = difficulty.sample(num_prompts, population_rng)
+    prompt_lengths = PromptLengths.draw(length_model, num_prompts, length_rng)
     logits = logit(p_initial)
     steps_per_epoch = num_prompts // batch_prompts
     log = StepLog(num_prompts, steps_per_epoch * epochs)
@@ -89,10 +98,12 @@ def simulate(
         for s in range(steps_per_epoch):
             ids = order[s * batch_prompts : (s + 1) * batch_prompts]
             # The procedure samples from the store's statistics only (what the trainer sees).
-            out = run_step(procedure, ids, store, logits, num_generations, reward_rng, draw_rng, select_rng)
+            out = run_step(
+                procedure, ids, store, logits, prompt_lengths, num_generations, reward_rng, draw_rng, select_rng
+            )
             log.record(epoch, out, p_true=expit(logits[out.generated_ids]))
-            # The store sees every scored completion; learning, only the trained ones.
-            store.update(out.completion_ids, out.rewards)
+            # The store sees every scored completion and its length; learning, only the trained ones.
+            store.update(out.completion_ids, out.rewards, out.completion_tokens)
             rule.apply(logits, out.trained_ids, out.trained, out.trained_successes, num_generations, out.weights)
             log.learned(logits)
         store.end_epoch()
@@ -100,6 +111,14 @@ def simulate(
     result = log.result(p_initial, expit(logits))
     result.summary = summarize(result, hard_threshold=hard_threshold)
     return result
+
+
+def _length_model(lengths: str | LengthModel) -> LengthModel:
+    if isinstance(lengths, LengthModel):
+        return lengths
+    if lengths not in LENGTHS:
+        raise ValueError(f"Unknown lengths={lengths!r}; pass a LengthModel or one of {', '.join(LENGTHS)}.")
+    return LENGTHS[lengths]
 
 
 def _check_sizes(num_prompts: int, batch_prompts: int, num_generations: int, epochs: int) -> None:

@@ -1,8 +1,9 @@
 """One simulated step: a sampling procedure of :mod:`trl_adaptive.sampling`, driven with Bernoulli rewards.
 
 The trainer and the simulator run the same procedures through the same loop (:func:`trl_adaptive.sampling.drive`);
-only the world differs: here a completion of prompt i is a Bernoulli(p_i) reward at the prompt's true p_i, and the
-further prompts a procedure asks for are drawn uniformly from the rest of the population.
+only the world differs: here a completion of prompt i is a Bernoulli(p_i) reward at the prompt's true p_i with a length
+drawn from the prompt's length distribution (:mod:`~trl_adaptive.sim.lengths`; a cut completion fails), and the further
+prompts a procedure asks for are drawn uniformly from the rest of the population.
 """
 
 from __future__ import annotations
@@ -25,13 +26,16 @@ from trl_adaptive.sampling import (
     is_success,
 )
 
+from .lengths import PromptLengths
 from .population import expit, seq_advantage_weights
 
 
 class StatisticsStore(Protocol):
     """The part of :class:`trl_adaptive.stats.PromptStatistics` the simulator uses."""
 
-    def update(self, prompt_ids: np.ndarray, rewards: np.ndarray) -> None: ...
+    def update(
+        self, prompt_ids: np.ndarray, rewards: np.ndarray, completion_tokens: np.ndarray | None = None
+    ) -> None: ...
 
     def end_epoch(self) -> None: ...
 
@@ -54,9 +58,12 @@ class SimulatedStep:
     generated_rates: np.ndarray
     generated: np.ndarray
     generated_successes: np.ndarray
-    # One entry per generated completion: its prompt id and reward (the store sees every scored completion).
+    # One entry per generated completion: its prompt id, reward and generated tokens (the store sees every one).
     completion_ids: np.ndarray
     rewards: np.ndarray
+    completion_tokens: np.ndarray
+    trained_tokens: float
+    truncated: int  # completions cut at max_completion_length (they failed)
     seconds: float
     rounds: int = 1
     filled: int = 0
@@ -84,12 +91,14 @@ def run_step(
     ids: np.ndarray,
     store: StatisticsStore,
     logits: np.ndarray,
+    lengths: PromptLengths,
     num_generations: int,
     reward_rng: np.random.Generator,
     draw_rng: np.random.Generator,
     select_rng: np.random.Generator,
 ) -> SimulatedStep:
-    """One batch of ``procedure`` with r ~ Bernoulli(p_i), as the trainer drives it (``sampling.drive``)."""
+    """One batch of ``procedure`` with r ~ Bernoulli(p_i) and lengths from ``lengths``, as the trainer drives it
+    (``sampling.drive``)."""
 
     def draw_prompts(exclude: np.ndarray, number: int) -> np.ndarray:
         candidates = np.setdiff1d(np.arange(len(logits)), exclude)
@@ -97,9 +106,16 @@ def run_step(
             return candidates[:0]
         return np.sort(draw_rng.choice(candidates, size=number, replace=False))
 
-    def generate(request: Round, jobs: np.ndarray) -> np.ndarray:
-        p = expit(logits[np.repeat(request.prompt_ids, request.counts)])
-        return (reward_rng.random(len(p)) < p).astype(np.float64)
+    truncated = 0
+
+    def generate(request: Round, jobs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        nonlocal truncated
+        completion_prompts = np.repeat(request.prompt_ids, request.counts)
+        p = expit(logits[completion_prompts])
+        solved = (reward_rng.random(len(p)) < p).astype(np.float64)
+        rewards, tokens, cut = lengths.complete(completion_prompts, solved)
+        truncated += int(cut.sum())
+        return rewards, tokens
 
     budget = len(ids) * num_generations
     ctx = BatchContext(ids, budget, num_generations, 1.0, store.batch, draw_prompts, select_rng)
@@ -130,6 +146,9 @@ def run_step(
         generated_successes=successes,
         completion_ids=record.prompt_ids[record.group_ids],
         rewards=record.rewards,
+        completion_tokens=record.completion_tokens,
+        trained_tokens=float(record.completion_tokens[outcome.selected].sum()),
+        truncated=truncated,
         seconds=outcome.seconds,
         rounds=len(record.round_sizes),
         filled=int(record.metrics.get("dynamic_sampling/filled", 0)),
