@@ -1,47 +1,231 @@
-"""Expand an allocation into one job per completion and split the jobs evenly across ranks.
+"""Expand an allocation into one job per completion and lay the jobs out over the ranks, tokens balanced.
 
-Pure NumPy so it can be tested without a trainer. The layout, for U = 3 prompts and counts [4, 2, 2] over 2 ranks:
+Pure NumPy so it can be tested without a trainer (the functions at the end read a trainer passed to them). The
+layout, for U = 3 prompts with counts [4, 2, 2] over 2 ranks and expected lengths of [90, 30, 30] tokens:
 
-    counts        [4, 2, 2]                       (sum = T = 8 = generation_batch_size)
-    expand        [0 0 0 0 1 1 2 2]               prompt-major, one job per completion
-    shuffle       [2 0 1 0 0 2 1 0]               seeded by (seed, step) so every rank and a resume agree
-    split         rank 0: [2 0 1 0]  rank 1: [0 2 1 0]   (L = T / num_processes jobs each)
+    counts     [4, 2, 2]                          (sum = T = 8 = generation_batch_size)
+    expand     [0 0 0 0 1 1 2 2]                  prompt-major, one job per completion
+    lengths    [90 90 90 90 30 30 30 30]          tokens of each job: the prompt's expected length
+    balance    rank 0: jobs [0 2 4 6]  rank 1: jobs [1 3 5 7]     L = T / num_processes jobs each, 240 | 240 tokens
+    order      [0 2 4 6 1 3 5 7]                  rank 0's jobs, then rank 1's, each in job order
+    dispatch   [0 0 1 2 0 0 1 2]                  jobs[order]; a shuffle can put all four 90s on one rank: 360 | 120
 
-Gathering per-rank results in rank order gives back the shuffled global order, so ``group_ids = shuffled`` lines up
-with TRL's gathered rewards (``rank * L + i``).
+Gathering per-rank results in rank order gives back the dispatch order, so ``group_ids = jobs[order]`` lines up with
+TRL's gathered rewards (``rank * L + i``). Equal group sizes keep TRL's prompt-major layout (uniform is GRPOTrainer,
+bit for bit); one rank keeps the shuffle seeded by (seed, step) that it always had (nothing to balance); unequal
+groups over several ranks are balanced, before generation by the expected lengths of the prompts and, for the
+training pass after rounds, by the actual lengths of the completions.
 """
 
 from __future__ import annotations
 
+import heapq
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
 import numpy as np
 
-from .random_streams import DISPATCH, step_seed
+from .random_streams import DISPATCH, round_step, step_seed
+
+if TYPE_CHECKING:
+    from .rounds import Generated
+    from .trainer import AdaptiveGRPOTrainer
+
+#: A swap must narrow the gap between two ranks by more than this share of it (float noise is not a gain).
+_SWAP_TOLERANCE = 1e-9
 
 
 def expand_counts(counts: np.ndarray, seed: int, step: int) -> np.ndarray:
-    """Group id (index into the prompts) of each of the ``sum(counts)`` completions, in dispatch order.
+    """Group id (index into the prompts) of each of the ``sum(counts)`` completions, in one rank's dispatch order.
 
     Equal counts keep TRL's prompt-major layout untouched (so the uniform allocator reproduces GRPOTrainer exactly);
-    unequal counts are shuffled so one large group does not land on a single rank (token load balance).
+    unequal counts are shuffled by (seed, step).
     """
     jobs = np.repeat(np.arange(len(counts), dtype=np.int64), np.asarray(counts, dtype=np.int64))
     return jobs[dispatch_order(jobs, seed, step)]
 
 
-def dispatch_order(jobs: np.ndarray, seed: int, step: int) -> np.ndarray:
-    """The permutation that spreads prompt-major ``jobs`` (a group key per completion: a group index or a prompt
-    id, any int64 value, such as a hashed string id) over the ranks.
+def dispatch_order(
+    jobs: np.ndarray, seed: int, step: int, lengths: np.ndarray | None = None, num_ranks: int = 1
+) -> np.ndarray:
+    """The permutation that lays prompt-major ``jobs`` (a group key per completion: a group index or a prompt id,
+    any int64 value, such as a hashed string id) out over ``num_ranks`` ranks.
 
-    The identity when every group present has the same size (TRL's layout), a permutation seeded by (seed, step)
-    otherwise. ``jobs[order]`` is the dispatch order; the completion generated at dispatch position i is job
+    The identity when every group present has the same size (TRL's layout); with one rank, a permutation seeded by
+    (seed, step); otherwise :func:`balanced_order` of the jobs' ``lengths`` in tokens (NaN or None: unknown, taken
+    as equal). ``jobs[order]`` is the dispatch order; the completion generated at dispatch position i is job
     ``order[i]``.
     """
     jobs = np.asarray(jobs, dtype=np.int64)
     sizes = np.unique(jobs, return_counts=True)[1]  # not bincount: ids may be negative or 63-bit hashes
     if len(np.unique(sizes)) <= 1:
         return np.arange(len(jobs), dtype=np.int64)
-    rng = np.random.default_rng(step_seed(seed, step, DISPATCH))
-    return rng.permutation(len(jobs)).astype(np.int64)
+    if num_ranks == 1:
+        return shuffled_order(len(jobs), seed, step)
+    return balanced_order(known_lengths(lengths, len(jobs)), num_ranks)
+
+
+def shuffled_order(size: int, seed: int, step: int) -> np.ndarray:
+    """A permutation of ``size`` jobs seeded by (seed, step): every rank and a resumed run draw the same one."""
+    return np.random.default_rng(step_seed(seed, step, DISPATCH)).permutation(size).astype(np.int64)
+
+
+def known_lengths(lengths: np.ndarray | Sequence[float] | None, size: int) -> np.ndarray:
+    """``lengths`` as float64 with unknown (NaN) entries set to the mean of the known ones (all 1 when none is)."""
+    if lengths is None:
+        return np.ones(size, dtype=np.float64)
+    lengths = np.asarray(lengths, dtype=np.float64)
+    if lengths.shape != (size,):
+        raise ValueError(f"dispatch lengths: expected one length per job, shape ({size},), got {lengths.shape}.")
+    known = ~np.isnan(lengths)
+    if np.isinf(lengths).any() or (lengths[known] < 0).any():
+        raise ValueError(f"dispatch lengths must be finite and >= 0 tokens (NaN for unknown); got {lengths[:8]}...")
+    if not known.any():
+        return np.ones(size, dtype=np.float64)
+    return np.where(known, lengths, lengths[known].mean())
+
+
+def balanced_order(lengths: np.ndarray, num_ranks: int) -> np.ndarray:
+    """The dispatch order that gives each of ``num_ranks`` ranks exactly ``len(lengths) / num_ranks`` jobs and
+    balances the tokens per rank: rank 0's jobs, then rank 1's, each rank's in job order. Deterministic.
+
+    Longest job first onto the rank with the fewest tokens among those not yet full (ties: fewest jobs, then lowest
+    rank, so jobs of equal length are dealt round-robin and a group is spread over the ranks), then pairwise swaps
+    between the heaviest and the lightest rank while one narrows their gap. When no swap is left, the heaviest rank
+    holds at most (longest job - shortest job) tokens more than the lightest, so at most that above the mean.
+    """
+    lengths = np.asarray(lengths, dtype=np.float64)
+    per_rank = len(lengths) // num_ranks
+    if per_rank * num_ranks != len(lengths):
+        raise ValueError(
+            f"{len(lengths)} completions cannot be split evenly over {num_ranks} processes; make "
+            "generation_batch_size a multiple of the number of processes."
+        )
+    rank_of = _longest_first(lengths, num_ranks, per_rank)
+    _swap_until_balanced(lengths, rank_of, num_ranks)
+    return np.argsort(rank_of, kind="stable").astype(np.int64)
+
+
+def _longest_first(lengths: np.ndarray, num_ranks: int, per_rank: int) -> np.ndarray:
+    """Rank of each job under longest-processing-time-first with each rank capped at ``per_rank`` jobs."""
+    rank_of = np.empty(len(lengths), dtype=np.int64)
+    heap = [(0.0, 0, rank) for rank in range(num_ranks)]  # (tokens, jobs held, rank), already a heap
+    values = lengths.tolist()
+    for job in np.argsort(-lengths, kind="stable").tolist():
+        tokens, held, rank = heapq.heappop(heap)
+        rank_of[job] = rank
+        if held + 1 < per_rank:  # a full rank leaves the heap
+            heapq.heappush(heap, (tokens + values[job], held + 1, rank))
+    return rank_of
+
+
+def _swap_until_balanced(lengths: np.ndarray, rank_of: np.ndarray, num_ranks: int) -> None:
+    """Exchange jobs between the heaviest and lightest rank (in place) while an exchange narrows their gap.
+
+    Each exchange lowers the sum of squared rank loads, so the loop ends; ``len(lengths)`` exchanges bound it (a
+    handful are made in practice, longest-first leaves little to fix).
+    """
+    loads = np.bincount(rank_of, weights=lengths, minlength=num_ranks)
+    for _ in range(len(lengths)):
+        heavy, light = int(np.argmax(loads)), int(np.argmin(loads))
+        pair = _best_swap(lengths, np.flatnonzero(rank_of == heavy), np.flatnonzero(rank_of == light))
+        if pair is None:
+            return
+        give, take = pair
+        rank_of[give], rank_of[take] = light, heavy
+        moved = lengths[give] - lengths[take]
+        loads[heavy] -= moved
+        loads[light] += moved
+
+
+def _best_swap(lengths: np.ndarray, heavy_jobs: np.ndarray, light_jobs: np.ndarray) -> tuple[int, int] | None:
+    """The jobs (one of the heavy rank's, one of the light rank's) whose exchange narrows the ranks' gap the most:
+    length difference d closest to gap / 2 with 0 < d < gap. None when no exchange narrows it."""
+    gap = lengths[heavy_jobs].sum() - lengths[light_jobs].sum()
+    if gap <= 0:
+        return None
+    light_jobs = light_jobs[np.argsort(lengths[light_jobs], kind="stable")]
+    light = lengths[light_jobs]
+    ideal = lengths[heavy_jobs] - gap / 2  # the light job each heavy job would best be exchanged for
+    above = np.clip(np.searchsorted(light, ideal), 0, len(light) - 1)
+    candidates = np.stack([np.clip(above - 1, 0, None), above], axis=1)  # nearest below and above, per heavy job
+    moved = lengths[heavy_jobs][:, None] - light[candidates]
+    narrows = (moved > gap * _SWAP_TOLERANCE) & (moved < gap * (1 - _SWAP_TOLERANCE))
+    distance = np.where(narrows, np.abs(moved - gap / 2), np.inf)
+    best = int(np.argmin(distance))
+    if not np.isfinite(distance.flat[best]):
+        return None
+    row, column = divmod(best, 2)
+    return int(heavy_jobs[row]), int(light_jobs[candidates[row, column]])
+
+
+def rank_tokens(tokens: np.ndarray | Sequence[float], num_ranks: int) -> np.ndarray:
+    """Tokens each rank holds, from the tokens of each job in dispatch order (rank r holds ``[r*L, (r+1)*L)``)."""
+    return np.asarray(tokens, dtype=np.float64).reshape(num_ranks, -1).sum(axis=1)
+
+
+def max_over_mean(per_round_rank_tokens: Sequence[np.ndarray]) -> float:
+    """How much longer than the average rank the busiest rank works: sum over rounds of the most tokens a rank held
+    over the sum of the mean (each round waits for its slowest rank). 1.0 is perfect balance; NaN when unknown."""
+    loads = np.asarray(per_round_rank_tokens, dtype=np.float64).reshape(len(per_round_rank_tokens), -1)
+    mean = loads.mean(axis=1).sum()
+    return float(loads.max(axis=1).sum() / mean) if mean > 0 else float("nan")
+
+
+# -------------------------------------------------------------------------------------------------------------------
+# The trainer's dispatch: what each layout is balanced by, and how balanced the batch's tokens were
+# -------------------------------------------------------------------------------------------------------------------
+def planned_order(trainer: AdaptiveGRPOTrainer, jobs: np.ndarray, record_ids: np.ndarray) -> np.ndarray:
+    """Dispatch order of a planned round (``jobs``: indices into ``record_ids``), by the prompts' expected tokens."""
+    lengths = expected_lengths(trainer, record_ids[jobs])
+    return dispatch_order(jobs, *_seed_and_step(trainer), lengths, trainer.accelerator.num_processes)
+
+
+def round_order(trainer: AdaptiveGRPOTrainer, job_prompt_ids: np.ndarray, round_index: int) -> np.ndarray:
+    """Dispatch order of round ``round_index`` of a batch generated in rounds, by the prompts' expected tokens."""
+    seed, step = _seed_and_step(trainer)
+    lengths, num_ranks = expected_lengths(trainer, job_prompt_ids), trainer.accelerator.num_processes
+    return dispatch_order(job_prompt_ids, seed, round_step(step, round_index), lengths, num_ranks)
+
+
+def replay_order(trainer: AdaptiveGRPOTrainer, groups: np.ndarray, tokens: np.ndarray) -> np.ndarray:
+    """Dispatch order of the training pass after rounds (``groups``: prompt-major group key of each selected
+    completion), by the completions' actual ``tokens``."""
+    return dispatch_order(groups, *_seed_and_step(trainer), tokens, trainer.accelerator.num_processes)
+
+
+def replay_dispatch(
+    trainer: AdaptiveGRPOTrainer, generated: Generated, selected: np.ndarray, groups: np.ndarray
+) -> np.ndarray:
+    """The ``selected`` completions (record indices, prompt-major; ``groups``: their group keys) in the dispatch order
+    of the training pass after rounds, balanced by their actual tokens; logs how balanced the batch's tokens were."""
+    dispatched = selected[replay_order(trainer, groups, generated.completion_tokens(selected))]
+    log_rank_balance(trainer, generated.rank_tokens, generated.completion_tokens(dispatched))
+    return dispatched
+
+
+def expected_lengths(trainer: AdaptiveGRPOTrainer, prompt_ids: np.ndarray) -> np.ndarray:
+    """The store's expected completion tokens of each of ``prompt_ids`` (repeats looked up once; NaN: unknown)."""
+    unique, inverse = np.unique(np.asarray(prompt_ids, dtype=np.int64), return_inverse=True)
+    return trainer.prompt_statistics.expected_tokens(unique)[inverse]
+
+
+def log_rank_balance(
+    trainer: AdaptiveGRPOTrainer, generation: Sequence[np.ndarray], training_tokens: np.ndarray
+) -> None:
+    """``tokens/rank_max_over_mean_generation`` (``generation``: per round, the tokens each rank generated) and
+    ``tokens/rank_max_over_mean_training`` (``training_tokens``: per trained completion, in dispatch order) into
+    TRL's metric stream. Nothing when a length is unknown (a driver that does not count tokens)."""
+    metrics = trainer._metrics["train"]
+    num_ranks = trainer.accelerator.num_processes
+    if len(generation) and np.isfinite(np.concatenate(generation)).all():
+        metrics["tokens/rank_max_over_mean_generation"].append(max_over_mean(generation))
+    if np.isfinite(training_tokens).all():
+        metrics["tokens/rank_max_over_mean_training"].append(max_over_mean([rank_tokens(training_tokens, num_ranks)]))
+
+
+def _seed_and_step(trainer: AdaptiveGRPOTrainer) -> tuple[int, int]:
+    return trainer.args.seed, int(trainer.state.global_step)
 
 
 def rank_slice(total: int, num_processes: int, process_index: int) -> slice:
