@@ -68,6 +68,10 @@ def instrument(trainer) -> list[dict]:
         def record_finish(output, outcome, dispatched):
             steps[-1]["prompt_ids"] = outcome.record.prompt_ids.tolist()
             steps[-1]["counts"] = outcome.trained_counts.tolist()
+            steps[-1]["group_ids"] = outcome.record.group_ids[dispatched].tolist()  # dispatch order, all ranks
+            # what the dispatch read (the store is updated after this batch): each prompt's expected tokens
+            expected = trainer.prompt_statistics.expected_tokens(outcome.record.prompt_ids)
+            steps[-1]["expected_tokens"] = expected.tolist()
             return finish(output, outcome, dispatched)
 
         trainer._finish_batch = record_finish

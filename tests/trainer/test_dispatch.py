@@ -221,10 +221,13 @@ def _trainer(num_processes: int) -> SimpleNamespace:
 
 def test_log_rank_balance_logs_both_figures_and_skips_unknown_lengths():
     trainer = _trainer(2)
-    log_rank_balance(trainer, [np.array([30.0, 10.0]), np.array([20.0, 20.0])], np.array([5.0, 5.0, 1.0, 1.0]))
+    log_rank_balance(trainer, np.array([5.0, 5.0, 1.0, 1.0]), [np.array([30.0, 10.0]), np.array([20.0, 20.0])])
     metrics = trainer._metrics["train"]
     assert metrics["tokens/rank_max_over_mean_generation"] == [(30 + 20) / (20 + 20)]
     assert metrics["tokens/rank_max_over_mean_training"] == [10 / 6]
-    log_rank_balance(trainer, [np.array([np.nan, 1.0])], np.array([np.nan, 1.0]))
+    log_rank_balance(trainer, np.array([1.0, 3.0, 1.0, 1.0]))  # one planned pass: generated as trained
+    assert metrics["tokens/rank_max_over_mean_generation"][-1] == metrics["tokens/rank_max_over_mean_training"][-1]
+    assert metrics["tokens/rank_max_over_mean_training"][-1] == 4 / 3
+    log_rank_balance(trainer, np.array([np.nan, 1.0]), [np.array([np.nan, 1.0])])  # a driver that counts nothing
     assert len(metrics["tokens/rank_max_over_mean_generation"]) == len(metrics["tokens/rank_max_over_mean_training"])
-    assert len(metrics["tokens/rank_max_over_mean_training"]) == 1
+    assert len(metrics["tokens/rank_max_over_mean_training"]) == 2

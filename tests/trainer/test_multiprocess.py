@@ -17,7 +17,7 @@ from helpers import REPO
 from helpers.launch import NUM_PROCESSES, launch_two_ranks
 
 from trl_adaptive.trainer.advantages import group_advantages
-from trl_adaptive.trainer.dispatch import expand_counts
+from trl_adaptive.trainer.dispatch import dispatch_order
 
 SCRIPT = REPO / "tests" / "scripts" / "train_two_ranks.py"
 
@@ -55,8 +55,18 @@ def test_two_ranks_skewed_allocation(tiny_model_dir, tmp_path, data):
         assert len(step0["rows"]) == len(step1["rows"]) == per_rank
         rows = np.array(step0["rows"] + step1["rows"])
         assert sorted(rows.tolist()) == sorted(np.repeat(ids, counts).tolist())
-        group_ids = expand_counts(counts, ranks[0]["seed"], step0["global_step"])
+        # The rows are the dispatched jobs (the same layout on both ranks), balanced by the prompts' expected tokens
+        # (none known at the first step: every job counts the same, each group is dealt round-robin over the ranks).
+        assert step0["group_ids"] == step1["group_ids"]
+        group_ids = np.array(step0["group_ids"])
         np.testing.assert_array_equal(rows, ids[group_ids])
+        jobs = np.repeat(np.arange(len(counts)), counts)
+        lengths = np.array(step0["expected_tokens"])[jobs]
+        assert np.isnan(lengths).all() == (step0["global_step"] == 0)
+        np.testing.assert_array_equal(group_ids, jobs[dispatch_order(jobs, 0, 0, lengths, NUM_PROCESSES)])
+        if step0["global_step"] == 0:
+            for piece in (group_ids[:per_rank], group_ids[per_rank:]):
+                np.testing.assert_array_equal(np.bincount(piece, minlength=len(counts)), counts // NUM_PROCESSES)
 
         # TRL's gathered rewards line up with the rows on every rank: the weight-0 reward is the row's prompt id
         # (-1 had the prompt text not been that id's text).
@@ -87,6 +97,9 @@ def test_two_ranks_skewed_allocation(tiny_model_dir, tmp_path, data):
         # Every completion generated is trained: the generated/* figures (both ranks' completions) are TRL's.
         assert log["generated/reward_mean"] == log["reward"] and log["generated/reward_std"] == log["reward_std"]
         assert log["generated/rewards/reward_length/mean"] == log["rewards/reward_length/mean"]
+        # One planned pass per step: the tokens each rank generated are the tokens it trained.
+        balance = log["tokens/rank_max_over_mean_training"]
+        assert balance >= 1.0 and log["tokens/rank_max_over_mean_generation"] == balance
 
 
 @pytest.mark.multiprocess
@@ -127,4 +140,5 @@ def test_two_ranks_sampling_in_rounds_keep_log_extra_values_with_their_rows(tiny
         logged = [log for log in rank["adaptive"]["log_history"] if "generated/reward_mean" in log]
         assert len(logged) == 2
         assert any(log.get("rounds/generated", 0) > log.get("rounds/trained", 0) for log in logged)
+        assert all(log["tokens/rank_max_over_mean_generation"] >= 1.0 for log in logged)  # summed over rounds
     assert ranks[0]["table"] == ranks[1]["table"]

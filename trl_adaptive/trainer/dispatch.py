@@ -28,7 +28,7 @@ import numpy as np
 from .random_streams import DISPATCH, round_step, step_seed
 
 if TYPE_CHECKING:
-    from .rounds import Generated
+    from ..sampling import BatchRecord
     from .trainer import AdaptiveGRPOTrainer
 
 #: A swap must narrow the gap between two ranks by more than this share of it (float noise is not a gain).
@@ -195,12 +195,15 @@ def replay_order(trainer: AdaptiveGRPOTrainer, groups: np.ndarray, tokens: np.nd
 
 
 def replay_dispatch(
-    trainer: AdaptiveGRPOTrainer, generated: Generated, selected: np.ndarray, groups: np.ndarray
+    trainer: AdaptiveGRPOTrainer, record: BatchRecord, selected: np.ndarray, round_rank_tokens: list[np.ndarray]
 ) -> np.ndarray:
-    """The ``selected`` completions (record indices, prompt-major; ``groups``: their group keys) in the dispatch order
-    of the training pass after rounds, balanced by their actual tokens; logs how balanced the batch's tokens were."""
-    dispatched = selected[replay_order(trainer, groups, generated.completion_tokens(selected))]
-    log_rank_balance(trainer, generated.rank_tokens, generated.completion_tokens(dispatched))
+    """The ``selected`` completions (record indices) in the dispatch order of the training pass after rounds:
+    prompt-major as TRL lays groups out, then balanced by their actual tokens; logs how balanced the batch's tokens
+    were (``round_rank_tokens``: per round, the tokens each rank generated)."""
+    groups, tokens = record.group_ids, record.completion_tokens
+    selected = selected[np.argsort(groups[selected], kind="stable")]
+    dispatched = selected[replay_order(trainer, groups[selected], tokens[selected])]
+    log_rank_balance(trainer, tokens[dispatched], round_rank_tokens)
     return dispatched
 
 
@@ -211,17 +214,18 @@ def expected_lengths(trainer: AdaptiveGRPOTrainer, prompt_ids: np.ndarray) -> np
 
 
 def log_rank_balance(
-    trainer: AdaptiveGRPOTrainer, generation: Sequence[np.ndarray], training_tokens: np.ndarray
+    trainer: AdaptiveGRPOTrainer, training_tokens: np.ndarray, generation: Sequence[np.ndarray] | None = None
 ) -> None:
-    """``tokens/rank_max_over_mean_generation`` (``generation``: per round, the tokens each rank generated) and
-    ``tokens/rank_max_over_mean_training`` (``training_tokens``: per trained completion, in dispatch order) into
-    TRL's metric stream. Nothing when a length is unknown (a driver that does not count tokens)."""
+    """``tokens/rank_max_over_mean_training`` (``training_tokens``: per trained completion, in dispatch order) and
+    ``tokens/rank_max_over_mean_generation`` (``generation``: per round, the tokens each rank generated; None when
+    the training pass generated them) into TRL's metric stream. Nothing when a length is unknown (NaN)."""
     metrics = trainer._metrics["train"]
-    num_ranks = trainer.accelerator.num_processes
+    training = [rank_tokens(training_tokens, trainer.accelerator.num_processes)]
+    generation = training if generation is None else generation
     if len(generation) and np.isfinite(np.concatenate(generation)).all():
         metrics["tokens/rank_max_over_mean_generation"].append(max_over_mean(generation))
     if np.isfinite(training_tokens).all():
-        metrics["tokens/rank_max_over_mean_training"].append(max_over_mean([rank_tokens(training_tokens, num_ranks)]))
+        metrics["tokens/rank_max_over_mean_training"].append(max_over_mean(training))
 
 
 def _seed_and_step(trainer: AdaptiveGRPOTrainer) -> tuple[int, int]:

@@ -5,11 +5,11 @@ rank generates its share in lockstep (one ``/v1/completions`` request in vLLM se
 go back to it. A round runs GRPOTrainer's own ``_generate_and_score_completions`` up to its ``_generate`` call (so the
 per-row set-up TRL does there, tool dicts and images, is TRL's), scores what came back with the row's extra fields
 (a ``rollout_func``'s), and stops there: nothing before that call talks across ranks, and no forward pass is spent
-on completions that may not be trained. A round's jobs (one per completion, prompt-major) are shuffled over the
-ranks when group sizes differ (``dispatch_order``) and put back in the procedure's order afterwards, so the batch's
-record, the completions kept for the training pass and the rewards all line up. The training pass then replays the
-chosen completions through GRPOTrainer (``_generate`` / ``_calculate_rewards`` hand them back instead of generating
-again).
+on completions that may not be trained. A round's jobs (one per completion, prompt-major) are laid out over the
+ranks, tokens balanced, when group sizes differ (``dispatch.round_order``) and put back in the procedure's order
+afterwards, so the batch's record, the completions kept for the training pass and the rewards all line up. The
+training pass then replays the chosen completions through GRPOTrainer (``_generate`` / ``_calculate_rewards`` hand
+them back instead of generating again), laid out by their actual tokens (``dispatch.replay_dispatch``).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from trl import GRPOTrainer
 from ..sampling import BatchContext
 from ..stats import stable_prompt_ids
 from .completion_logs import replay_extras, take_round_extras
-from .dispatch import dispatch_order, rank_slice
+from .dispatch import rank_slice, rank_tokens, round_order
 from .random_streams import DRAW_PROMPTS, PROCEDURE, step_seed
 
 if TYPE_CHECKING:
@@ -47,6 +47,7 @@ class Generated:
     # images, tool images), and the log_extra values its scoring logged ({column: value})
     samples: list[tuple] = field(default_factory=list)
     rewards_per_func: list[torch.Tensor] = field(default_factory=list)  # per round: (K_r, J) gathered rewards
+    rank_tokens: list[np.ndarray] = field(default_factory=list)  # per round: (R,) tokens each rank generated
 
     @property
     def all_rewards_per_func(self) -> torch.Tensor:
@@ -152,7 +153,7 @@ def run_round(
     Returns the total reward of each job's completion (NaN when unscorable) and its generated tokens, in job order.
     """
     num_processes = trainer.accelerator.num_processes
-    order = dispatch_order(job_prompt_ids, trainer.args.seed, int(trainer.state.global_step) * 1000 + round_index)
+    order = round_order(trainer, job_prompt_ids, round_index)
     local = rank_slice(len(order), num_processes, trainer.accelerator.process_index)
     mine = local_rows(trainer, rows, job_prompt_ids[order[local]])
     trainer._capture = []
@@ -181,6 +182,7 @@ def run_round(
     rewards = rewards.detach().cpu()[torch.as_tensor(back)]
     generated.rewards_per_func.append(rewards)
     tokens = np.array([len(samples[i][1]) for i in back], dtype=np.float64)
+    generated.rank_tokens.append(rank_tokens(tokens[order], num_processes))
     return total_rewards(rewards, trainer.reward_weights), tokens
 
 

@@ -9,7 +9,7 @@ batch (T = generation_batch_size completions, U = T / num_generations prompts, L
       -> main process: the sampling procedure asks for rounds  (trl_adaptive.sampling; broadcast to every rank)
            one planned round, trained whole: GRPOTrainer generates it in its own pass
            otherwise each round is generated across ranks (rounds.py), the chosen completions are replayed
-      -> jobs shuffled by (seed, step) when group sizes differ, L per rank (dispatch.py)
+      -> jobs balanced over the ranks by tokens when group sizes differ, L per rank (dispatch.py)
       -> GRPOTrainer generates / scores one completion per row (num_generations forced to 1)
       -> segment-wise advantages over variable groups, times the procedure's weights (advantages.py)
       -> per-prompt statistics updated on every rank with every completion generated (stats/)
@@ -35,7 +35,7 @@ from ..stats import PromptStatistics
 from .advantages import group_advantages
 from .callback import SuccessRateCallback
 from .config import AdaptiveGRPOConfig
-from .dispatch import dispatch_order, rank_slice
+from .dispatch import log_rank_balance, planned_order, rank_slice, replay_dispatch
 from .inputs import (
     build_procedure_from_config,
     check_dataset_holds_a_batch,
@@ -278,11 +278,12 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
         return self._finish_batch(output, outcome, dispatched)
 
     def _generate_planned(self, run: BatchRun | None, rows: dict, jobs: np.ndarray, record_ids: np.ndarray):
-        """The parent's own generation and scoring of the round's jobs (shuffled over ranks when sizes differ)."""
+        """The parent's own generation and scoring of the round's jobs (balanced over ranks when sizes differ)."""
         self._add_rows(rows, record_ids)  # CERO's pacing may plan prompts it drew beyond the batch
         self._round_rewards = None  # no rounds: every group's baseline is its trained completions
-        order = dispatch_order(jobs, self.args.seed, self.state.global_step)
+        order = planned_order(self, jobs, record_ids)
         output = self._training_pass(rows, record_ids[jobs[order]], replay=None)
+        log_rank_balance(self, self._completion_tokens)  # every rank's, in dispatch order
         back = np.argsort(order)
         rewards = total_rewards(self._rewards_per_func, self.reward_weights)[back]
         outcome = share(self, self._observe(run, jobs, rewards, self._completion_tokens[back])[1] if run else None)
@@ -301,9 +302,7 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
             step = share(self, self._observe(run, jobs, rewards, tokens) if run else None)
         outcome: Outcome = step[1]
         self._add_rows(rows, outcome.record.prompt_ids)
-        groups = outcome.record.group_ids
-        selected = outcome.selected[np.argsort(groups[outcome.selected], kind="stable")]  # prompt-major, as TRL
-        dispatched = selected[dispatch_order(groups[selected], self.args.seed, self.state.global_step)]
+        dispatched = replay_dispatch(self, outcome.record, outcome.selected, generated.rank_tokens)
         local = rank_slice(len(dispatched), self.accelerator.num_processes, self.accelerator.process_index)
         replay = generated.replay_pass(dispatched, local)
         output = self._training_pass(rows, outcome.record.prompt_ids[outcome.record.group_ids[dispatched]], replay)
