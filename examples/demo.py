@@ -140,7 +140,7 @@ def grpo_config(args: DemoArguments, spec: str, output_dir: str | Path) -> Adapt
         lr_scheduler_type="constant",
         temperature=args.temperature,
         max_completion_length=args.max_completion_length,
-        gradient_checkpointing=False,  # short sequences: recomputation would only cost time
+        activation_checkpointing=False,  # short sequences: recomputation would only cost time
         logging_steps=1,
         save_strategy="no",  # a 135M checkpoint with optimizer state is 1.6 GB; the report needs only the logs
         report_to="none",

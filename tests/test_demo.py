@@ -9,6 +9,7 @@ import importlib.util
 import json
 import subprocess
 import sys
+import warnings
 import zipfile
 from pathlib import Path
 
@@ -129,7 +130,9 @@ def test_failed_conversion_leaves_no_cache(demo_model, tmp_path, monkeypatch):
 
 
 def test_recipe_trains_one_generation_batch_per_step(demo, tmp_path):
-    args = demo.grpo_config(demo.DemoArguments(), "knapsack", tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)  # a newcomer sees no deprecation the demo's settings cause
+        args = demo.grpo_config(demo.DemoArguments(), "knapsack", tmp_path)
     assert args.generation_batch_size == 64 and args.steps_per_generation == 4
     assert args.per_device_train_batch_size * args.gradient_accumulation_steps == 64
     assert args.num_generations == 8 and args.num_train_epochs == 3 and args.max_steps == -1
