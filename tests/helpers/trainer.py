@@ -125,6 +125,22 @@ def build_trainer(
     )
 
 
+def scripted_rounds_trainer(model_dir, output_dir, reward_funcs, **config) -> AdaptiveGRPOTrainer:
+    """One step of Seq-Balance over the four scripted prompts: 16 completions trained, rounds of 4 up to 12 per
+    prompt (the counts the scripts fix are in test_completion_logs); ``config`` adds AdaptiveGRPOConfig fields."""
+    return build_trainer(
+        model_dir,
+        output_dir,
+        Dataset.from_dict({"prompt": SCRIPTED_PROMPTS}),
+        reward_funcs=reward_funcs,
+        per_device_train_batch_size=16,
+        max_steps=1,
+        allocator="reinforce_ada_seq_balance",
+        allocator_kwargs={"round_size": 4, "max_rollouts": 12, "inference_cap": 8.0},
+        **config,
+    )
+
+
 def param_snapshot(model) -> dict[str, Any]:
     """A detached copy of every named parameter, to compare before and after training."""
     return {name: p.detach().clone() for name, p in model.named_parameters()}

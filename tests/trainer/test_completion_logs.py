@@ -10,7 +10,14 @@ from collections import defaultdict
 import numpy as np
 import pytest
 from datasets import Dataset
-from helpers.trainer import SCRIPTED_PROMPTS, SCRIPTS, build_trainer, reward_has_vowel_e, reward_length
+from helpers.trainer import (
+    SCRIPTED_PROMPTS,
+    SCRIPTS,
+    build_trainer,
+    reward_has_vowel_e,
+    reward_length,
+    scripted_rounds_trainer,
+)
 
 from trl_adaptive.trainer.allocation_log import ALLOCATION_LOG_FILE, read_allocation_log
 
@@ -94,17 +101,7 @@ def test_seq_balance_logs_every_completion_generated_and_keeps_extra_columns_wit
     6th try 8 (3), mixed 4 (2); each trains 4, balanced where it can. Generated: 17 successes of 36; trained: 8 of
     16."""
     reward = LoggingScriptedReward()
-    trainer = build_trainer(
-        tiny_model_dir,
-        tmp_path,
-        Dataset.from_dict({"prompt": SCRIPTED_PROMPTS}),
-        reward_funcs=reward,
-        per_device_train_batch_size=16,
-        max_steps=1,
-        allocator="reinforce_ada_seq_balance",
-        allocator_kwargs={"round_size": 4, "max_rollouts": 12, "inference_cap": 8.0},
-        log_completions=True,
-    )
+    trainer = scripted_rounds_trainer(tiny_model_dir, tmp_path, reward, log_completions=True)
     trainer.train()
     (log,) = _train_logs(trainer)
     generated = reward.per_step[0]

@@ -10,8 +10,14 @@ from collections import defaultdict
 
 import numpy as np
 import pytest
-from datasets import Dataset
-from helpers.trainer import SCRIPTED_PROMPTS, ScriptedReward, build_trainer, make_dataset, reward_has_vowel_e
+from helpers.trainer import (
+    SCRIPTED_PROMPTS,
+    ScriptedReward,
+    build_trainer,
+    make_dataset,
+    reward_has_vowel_e,
+    scripted_rounds_trainer,
+)
 
 from trl_adaptive.sampling import BatchRecord, Outcome
 from trl_adaptive.trainer.allocation_log import ALLOCATION_LOG_FILE, read_allocation_log
@@ -96,16 +102,7 @@ def test_rounds_count_every_round_generated_and_the_subset_trained(tiny_model_di
     """Seq-Balance, rounds of 4 up to 12 (test_completion_logs has the counts): 36 completions generated, 16 trained,
     of which the 8 of 'solved at its 6th try' and 'mixed from the start' are in groups with a reward spread."""
     reward = CountingReward(ScriptedReward())
-    trainer = build_trainer(
-        tiny_model_dir,
-        tmp_path,
-        Dataset.from_dict({"prompt": SCRIPTED_PROMPTS}),
-        reward_funcs=reward,
-        per_device_train_batch_size=16,
-        max_steps=1,
-        allocator="reinforce_ada_seq_balance",
-        allocator_kwargs={"round_size": 4, "max_rollouts": 12, "inference_cap": 8.0},
-    )
+    trainer = scripted_rounds_trainer(tiny_model_dir, tmp_path, reward)
     trained = _capture_trained_tokens(trainer)
     trainer.train()
     (log,) = _train_logs(trainer)

@@ -140,9 +140,12 @@ UNIFORM_TOKENS = "uniform"  # token_budget: the expected tokens of the uniform s
 def expected_lengths(stats: PromptBatchStats) -> np.ndarray | None:
     """``(M,)`` l_i from ``stats.expected_tokens``: NaN entries (nothing measured for them) take the mean of the known
     ones; None when none is known (no length has been measured yet, so no token budget can be planned)."""
-    if stats.expected_tokens is None:
-        return None
-    lengths = np.asarray(stats.expected_tokens, dtype=np.float64)
+    return None if stats.expected_tokens is None else filled_lengths(stats.expected_tokens)
+
+
+def filled_lengths(lengths: np.ndarray) -> np.ndarray | None:
+    """``lengths`` as float64 with unknown (NaN) entries set to the mean of the known ones; None when none is known."""
+    lengths = np.asarray(lengths, dtype=np.float64)
     known = ~np.isnan(lengths)
     if not known.any():
         return None
@@ -227,4 +230,11 @@ def _dominating_price(gains: np.ndarray, lengths: np.ndarray, lo: np.ndarray, hi
     return 2.0 * max(spread, 1e-300) / step + 1e-300
 
 
-__all__ = ["UNIFORM_TOKENS", "TokenBudgetSolution", "expected_lengths", "solve_token_budget", "within_token_budget"]
+__all__ = [
+    "UNIFORM_TOKENS",
+    "TokenBudgetSolution",
+    "expected_lengths",
+    "filled_lengths",
+    "solve_token_budget",
+    "within_token_budget",
+]

@@ -86,6 +86,8 @@ class CompletionLength(Columns):
         """L / W for measured rows, the population's estimate for the others (NaN when nothing is measured)."""
         weight = g["length_weight"]
         own = g["length_tokens"] / np.where(weight > 0, weight, 1.0)
+        if (weight > 0).all():  # the population's mean scans every row: only when a prompt needs it
+            return own
         return np.where(weight > 0, own, self.population())
 
     def check(self, arrays: Mapping[str, np.ndarray]) -> None:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..allocation.token_budget import filled_lengths
 from .random_streams import DISPATCH, round_step, step_seed
 
 if TYPE_CHECKING:
@@ -77,12 +78,10 @@ def known_lengths(lengths: np.ndarray | Sequence[float] | None, size: int) -> np
     lengths = np.asarray(lengths, dtype=np.float64)
     if lengths.shape != (size,):
         raise ValueError(f"dispatch lengths: expected one length per job, shape ({size},), got {lengths.shape}.")
-    known = ~np.isnan(lengths)
-    if np.isinf(lengths).any() or (lengths[known] < 0).any():
+    if np.isinf(lengths).any() or (lengths[~np.isnan(lengths)] < 0).any():
         raise ValueError(f"dispatch lengths must be finite and >= 0 tokens (NaN for unknown); got {lengths[:8]}...")
-    if not known.any():
-        return np.ones(size, dtype=np.float64)
-    return np.where(known, lengths, lengths[known].mean())
+    filled = filled_lengths(lengths)
+    return np.ones(size, dtype=np.float64) if filled is None else filled
 
 
 def balanced_order(lengths: np.ndarray, num_ranks: int) -> np.ndarray:
