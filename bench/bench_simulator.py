@@ -20,7 +20,7 @@ length model (SmolLM2-135M's shape, nothing cut: lengths change no other figure)
 benchmark, ``bench/bench_token_budget.py``.
 
 Tables 1-2 list the plan-ahead allocators only (``registered_allocators()``); table 3 is where the round procedures
-of Reinforce-Ada Seq (``trl_adaptive.sampling.ROUND_PROCEDURES``) are compared, table 4 adds Pilot-Commit.
+of Reinforce-Ada Seq (registered in ``trl_adaptive.strategies``) are compared, table 4 adds Pilot-Commit.
 
 Usage:
     .venv/bin/python bench/bench_simulator.py                 # 2000 prompts, 256 per step, n = 8, 5 epochs, 5 seeds
@@ -41,9 +41,8 @@ from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from trl_adaptive.allocation import get_allocator, registered_allocators
 from trl_adaptive.allocation.base import Allocator
-from trl_adaptive.sampling import ROUND_PROCEDURES, Procedure, Sequential
+from trl_adaptive.sampling import Procedure, Sequential
 from trl_adaptive.sim import (
     MIXES,
     RULE_KINDS,
@@ -55,6 +54,13 @@ from trl_adaptive.sim import (
     compare,
 )
 from trl_adaptive.stats import PromptStatistics
+from trl_adaptive.strategies import (
+    as_procedure,
+    get_allocator,
+    registered_allocators,
+    registered_strategies,
+    strategy,
+)
 
 
 @dataclass
@@ -99,15 +105,17 @@ def parse_args() -> Args:
 def allocator_specs(epochs: int) -> dict[str, str | Allocator]:
     """Every registered plan-ahead allocator with its defaults, plus Knapsack without its fallback when supported.
 
-    CERO is told the run's number of epochs (its K, TRL's ``num_train_epochs``), as the trainer would; the simulator
-    plans every allocator ahead (CERO's fixed mapping). Round procedures (Reinforce-Ada Seq, Pilot-Commit) are not
+    Each runs its registered strategy's procedure, as the trainer does (``"cero"`` is CERO's pacing; its fixed
+    mapping is the extra row ``cero (pacing=False)``). CERO is told the run's number of epochs (its K, TRL's
+    ``num_train_epochs``), as the trainer would. Round procedures (Reinforce-Ada Seq, Pilot-Commit) are not
     allocators: they are left to :func:`rounds_specs` and :func:`fresh_specs`.
     """
     plan_ahead = registered_allocators()
     names = ["uniform"] + [name for name in plan_ahead if name != "uniform"]
-    specs: dict[str, str | Allocator] = {name: name for name in names}
+    specs: dict[str, str | Allocator | Procedure] = {name: name for name in names}
     if "cero" in specs and "num_epochs" in inspect.signature(type(get_allocator("cero"))).parameters:
         specs["cero"] = get_allocator("cero", num_epochs=epochs)
+        specs["cero (pacing=False)"] = as_procedure("cero", num_epochs=epochs, pacing=False)
     if "knapsack" in specs:
         knapsack = get_allocator("knapsack")
         if "fallback" in inspect.signature(type(knapsack)).parameters:
@@ -120,10 +128,15 @@ def rounds_specs() -> dict[str, str | Allocator | Procedure]:
     specs: dict[str, str | Allocator | Procedure] = {"uniform": "uniform"}
     plan = ["knapsack"] if "knapsack" in registered_allocators() else []
     specs.update({name: name for name in plan})
-    specs.update({name: name for name in sorted(ROUND_PROCEDURES) if issubclass(ROUND_PROCEDURES[name], Sequential)})
+    sequential = [name for name in registered_strategies() if _is_sequential(strategy(name).procedure)]
+    specs.update({name: name for name in sequential})
     for name in ["uniform", *plan]:
-        specs[f"{name} + dynamic sampling"] = DynamicSampling(name)
+        specs[f"{name} + dynamic sampling"] = DynamicSampling(as_procedure(name))
     return specs
+
+
+def _is_sequential(procedure: Any) -> bool:
+    return isinstance(procedure, type) and issubclass(procedure, Sequential)
 
 
 def fmt_ratio(row: dict[str, Any], key: str) -> str:
@@ -336,17 +349,17 @@ def fresh_specs() -> dict[str, tuple[Spec, Any]]:
         "knapsack": ("knapsack", None),
         "knapsack (fallback=False)": (get_allocator("knapsack", fallback=False), None),
         "bayes_knapsack": ("bayes_knapsack", None),
-        "bayes_knapsack + pilot 2": (Pilot("bayes_knapsack", 2), None),
-        "bayes_knapsack + pilot 4": (Pilot("bayes_knapsack", 4), None),
+        "bayes_knapsack + pilot 2": (Pilot(get_allocator("bayes_knapsack"), 2), None),
+        "bayes_knapsack + pilot 4": (Pilot(get_allocator("bayes_knapsack"), 4), None),
         "bayes_knapsack, Jeffreys prior": ("bayes_knapsack", JEFFREYS),
-        "bayes_knapsack, Jeffreys + pilot 2": (Pilot("bayes_knapsack", 2), JEFFREYS),
+        "bayes_knapsack, Jeffreys + pilot 2": (Pilot(get_allocator("bayes_knapsack"), 2), JEFFREYS),
         "Pilot-Commit rule (pilot 4)": (PilotCommit(pilot_rollouts=4), None),
         "cero": ("cero", None),
         "reinforce_ada_est": ("reinforce_ada_est", None),
         "reinforce_ada_seq_pos": ("reinforce_ada_seq_pos", None),
         "reinforce_ada_seq_balance": ("reinforce_ada_seq_balance", None),
-        "uniform + dynamic sampling": (DynamicSampling("uniform"), None),
-        "knapsack + dynamic sampling": (DynamicSampling("knapsack"), None),
+        "uniform + dynamic sampling": (DynamicSampling(as_procedure("uniform")), None),
+        "knapsack + dynamic sampling": (DynamicSampling(as_procedure("knapsack")), None),
     }
     return specs
 
@@ -439,7 +452,10 @@ def run_fresh(args: Args, sizes: dict[str, int], pool: Executor) -> None:
             ("per_completion, lr x3", LearningRule(lr=0.9)),
         ):
             rows = compare_stores(
-                {"bayes_knapsack": ("bayes_knapsack", factory), "pilot": (Pilot("bayes_knapsack", 2), factory)},
+                {
+                    "bayes_knapsack": ("bayes_knapsack", factory),
+                    "pilot": (Pilot(get_allocator("bayes_knapsack"), 2), factory),
+                },
                 sens_seeds,
                 pool,
                 learning_rule=rule,

@@ -28,8 +28,8 @@ from typing import Any
 import numpy as np
 from learning.analysis import interval
 
-from trl_adaptive.allocation import get_allocator
 from trl_adaptive.sim import simulate
+from trl_adaptive.strategies import get_allocator
 
 LENGTH_POPULATIONS = ("small_spread", "several_fold")
 ALLOCATORS = ("knapsack", "bayes_knapsack")

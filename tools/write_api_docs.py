@@ -3,7 +3,7 @@
     python tools/write_api_docs.py           # rewrite docs/api.md
     python tools/write_api_docs.py --check   # exit 1 when docs/api.md differs from what would be written
 
-Which names: ``trl_adaptive.__all__`` (the allocation and sampling layers and the three trainer-side names), the
+Which names: ``trl_adaptive.__all__`` (the allocation, sampling and strategies layers and the three trainer-side names), the
 ``__all__`` of ``trl_adaptive.stats``, ``.sim`` and ``.serving``, and the run report's and the Hub's entry points.
 Each gets its signature and its own docstring (never one inherited from TRL or transformers), rendered as Markdown
 by ``docstring_markdown.py``. Only ``inspect`` and the standard library: the output depends on the code alone, so it
@@ -62,6 +62,13 @@ SECTIONS = (
         "trl_adaptive.sampling",
         "Sampling procedures: how one generation batch is sampled, in one round or several "
         "([sampling.md](sampling.md)). Every name is also importable from `trl_adaptive`.",
+    ),
+    Section(
+        "Strategies",
+        "trl_adaptive.strategies",
+        "The one registry of strategy names: what each name builds, its papers and what it reads; how a name, an "
+        "allocator or a procedure becomes the procedure a run samples with ([sampling.md](sampling.md)). Every name "
+        "is also importable from `trl_adaptive`.",
     ),
     Section(
         "Simulator",

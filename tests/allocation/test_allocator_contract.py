@@ -14,13 +14,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from trl_adaptive.allocation import (
-    PromptBatchStats,
-    allocator_parameters,
-    get_allocator,
-    largest_remainder,
-    registered_allocators,
-)
+from trl_adaptive.allocation import PromptBatchStats, largest_remainder
+from trl_adaptive.strategies import get_allocator, registered_allocators, strategy
 
 ALLOCATORS = registered_allocators()
 # Every built-in allocator, so a broken registration fails here instead of shrinking the parametrisation.
@@ -133,7 +128,7 @@ def test_single_prompt_and_edge_budgets(name):
 
 @pytest.mark.parametrize("name", ALLOCATORS)
 def test_an_argument_the_allocator_does_not_take_is_named(name):
-    accepted = allocator_parameters(name)
+    accepted = strategy(name).parameters
     assert {"min_rollouts", "max_rollouts"} <= set(accepted)
     assert get_allocator(name, min_rollouts=2).min_rollouts == 2
     with pytest.raises(

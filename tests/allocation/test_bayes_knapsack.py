@@ -24,14 +24,13 @@ from trl_adaptive.allocation import (
     expected_info_gain,
     expected_marginal_gains,
     expected_value_table,
-    get_allocator,
     pilot_budget_check,
-    registered_allocators,
     value_table,
 )
 from trl_adaptive.allocation.bayes_knapsack import expected_gains
 from trl_adaptive.allocation.solvers import _greedy, knapsack_objective
 from trl_adaptive.stats import PromptStatistics
+from trl_adaptive.strategies import get_allocator, registered_allocators
 
 NAN = float("nan")
 # Beta parameters over many orders of magnitude: 1e-3 (almost all mass at 0 or 1) to 1e8 (almost a point mass).

@@ -7,8 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from trl_adaptive.allocation import CeroAllocator, PromptBatchStats, get_allocator
+from trl_adaptive.allocation import CeroAllocator, PromptBatchStats
 from trl_adaptive.stats import PromptStatistics
+from trl_adaptive.strategies import get_allocator
 
 
 def _stats(ids: list[int], a: list[float], b: list[float]) -> PromptBatchStats:

@@ -8,9 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trl_adaptive.allocation import KnapsackAllocator, UniformAllocator, get_allocator
+from trl_adaptive.allocation import KnapsackAllocator, UniformAllocator
 from trl_adaptive.allocation.solvers import knapsack_objective, solve_dp
 from trl_adaptive.allocation.value import mixed_group_demand, value_table
+from trl_adaptive.strategies import get_allocator
 
 NAN = float("nan")
 rate = st.sampled_from([NAN, 0.0, 1.0, 0.5]) | st.floats(0.0, 1.0)

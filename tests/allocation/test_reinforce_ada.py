@@ -5,10 +5,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trl_adaptive.allocation import PromptBatchStats, ReinforceAdaEstAllocator, get_allocator
+from trl_adaptive.allocation import PromptBatchStats, ReinforceAdaEstAllocator
 from trl_adaptive.allocation.base import largest_remainder
 from trl_adaptive.allocation.reinforce_ada import water_fill
 from trl_adaptive.stats import PromptStatistics
+from trl_adaptive.strategies import get_allocator
 
 
 def _stats(smoothed: list[float], attempts: float = 8.0) -> PromptBatchStats:

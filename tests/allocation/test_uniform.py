@@ -5,7 +5,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trl_adaptive.allocation import UniformAllocator, get_allocator
+from trl_adaptive.allocation import UniformAllocator
+from trl_adaptive.strategies import get_allocator
 
 rate = st.sampled_from([float("nan"), 0.0, 1.0]) | st.floats(0.0, 1.0)
 

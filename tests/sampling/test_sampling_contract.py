@@ -20,12 +20,7 @@ import numpy as np
 import pytest
 from helpers.allocation import WeightedUniform
 
-from trl_adaptive.allocation import (
-    Allocation,
-    BayesKnapsackAllocator,
-    get_allocator,
-    registered_allocators,
-)
+from trl_adaptive.allocation import Allocation, BayesKnapsackAllocator
 from trl_adaptive.sampling import (
     BatchContext,
     BatchRecord,
@@ -37,13 +32,12 @@ from trl_adaptive.sampling import (
     PlanAhead,
     Procedure,
     Round,
-    as_procedure,
     dynamic_sampling_keep,
     is_success,
     pad_round,
-    registered_strategies,
 )
 from trl_adaptive.stats import PromptStatistics
+from trl_adaptive.strategies import as_procedure, get_allocator, registered_allocators, registered_strategies
 
 NUM_PROMPTS, BATCH, N = 96, 8, 8
 BUDGET = BATCH * N
@@ -61,8 +55,8 @@ for _name in registered_allocators():
 PROCEDURES |= {
     "cero_pacing": lambda: CeroPacing(get_allocator("cero", max_rollouts=16, eta_mu=0.5)),
     "dynamic:cero_pacing": lambda: DynamicSampling(CeroPacing(get_allocator("cero", max_rollouts=16, eta_mu=0.5))),
-    "pilot": lambda: Pilot("bayes_knapsack", 2),
-    "dynamic:pilot": lambda: DynamicSampling(Pilot("bayes_knapsack", 2)),
+    "pilot": lambda: Pilot(get_allocator("bayes_knapsack"), 2),
+    "dynamic:pilot": lambda: DynamicSampling(Pilot(get_allocator("bayes_knapsack"), 2)),
     "seq_pos": lambda: as_procedure("reinforce_ada_seq_pos", round_size=4, max_rollouts=16),
     "seq_balance": lambda: as_procedure("reinforce_ada_seq_balance", round_size=4, max_rollouts=16),
     "pilot_commit": lambda: PilotCommit(pilot_rollouts=2, max_rollouts=16),
@@ -117,16 +111,12 @@ def run_step(procedure: Procedure, world: World, step: int, ranks: int, end: boo
 
 
 def state_of(procedure: Procedure) -> str:
-    allocator = procedure.allocator
-    state = {"procedure": procedure.state_dict(), "allocator": allocator.state_dict() if allocator else {}}
-    return json.dumps(state, sort_keys=True, allow_nan=False)
+    """The procedure's state tree (its allocators' included), as the trainer writes it."""
+    return json.dumps(procedure.state_dict(), sort_keys=True, allow_nan=False)
 
 
 def load_state(procedure: Procedure, text: str) -> None:
-    state = json.loads(text)
-    procedure.load_state_dict(state["procedure"])
-    if procedure.allocator is not None:
-        procedure.allocator.load_state_dict(state["allocator"])
+    procedure.load_state_dict(json.loads(text))
 
 
 def same(a, b) -> None:
@@ -290,4 +280,5 @@ def test_pilot_commit_under_dynamic_sampling_evicts_the_batchs_solved_prompts():
     assert len(outcome.record.round_sizes) > 2  # extra rounds happened
     batch = world.context(0).prompt_ids
     assert set(batch.tolist()) <= procedure.inner.evicted
-    assert json.loads(state_of(procedure))["procedure"]["evicted"] == sorted(procedure.inner.evicted)
+    inner = json.loads(state_of(procedure))["children"]["inner"]
+    assert inner["type"] == "PilotCommit" and inner["state"]["evicted"] == sorted(procedure.inner.evicted)

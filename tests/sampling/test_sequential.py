@@ -17,9 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import trl_adaptive.sampling.sequential as sequential
-from trl_adaptive.allocation import Allocator, registered_allocators
+from trl_adaptive.allocation import Allocator
 from trl_adaptive.sampling import (
-    ROUND_PROCEDURES,
     BatchContext,
     DynamicSampling,
     Outcome,
@@ -28,12 +27,11 @@ from trl_adaptive.sampling import (
     ReinforceAdaSeqPos,
     Round,
     Sequential,
-    as_procedure,
     drive,
     is_success,
-    registered_strategies,
 )
 from trl_adaptive.stats import PromptStatistics
+from trl_adaptive.strategies import as_procedure, registered_allocators, registered_strategies, strategy
 
 SEQ_NAMES = ("reinforce_ada_seq_pos", "reinforce_ada_seq_balance")
 
@@ -86,7 +84,7 @@ def done_of(procedure: Sequential, outcome: Outcome, group_size: int) -> np.ndar
 def test_registry_names_construct(name):
     assert name in registered_strategies() and name not in registered_allocators()
     procedure = as_procedure(name, round_size=4, max_rollouts=16, inference_cap=2.5)
-    assert isinstance(procedure, Sequential) and procedure.name == name and type(procedure) is ROUND_PROCEDURES[name]
+    assert isinstance(procedure, Sequential) and procedure.name == name and type(procedure) is strategy(name).procedure
     assert (procedure.round_size, procedure.max_rollouts, procedure.inference_cap) == (4, 16, 2.5)
     default = as_procedure(name)
     assert (default.round_size, default.max_rollouts, default.inference_cap) == (8, 32, 4.0)
@@ -101,7 +99,7 @@ def test_seq_is_a_procedure_that_selects_not_an_allocator(name):
     assert not hasattr(procedure, "allocate") and procedure.allocator is None
     assert not procedure.trains_all_generated and procedure.baseline_from_all
     with pytest.raises(ValueError, match="dynamic_sampling"):
-        DynamicSampling(name)
+        DynamicSampling(as_procedure(name))
 
 
 @pytest.mark.parametrize(
@@ -393,4 +391,4 @@ def test_exports():
     } <= set(sampling.__all__)
     assert ReinforceAdaSeqPos.name == "reinforce_ada_seq_pos"
     assert ReinforceAdaSeqBalance.name == "reinforce_ada_seq_balance"
-    assert {ROUND_PROCEDURES[name] for name in SEQ_NAMES} == {ReinforceAdaSeqPos, ReinforceAdaSeqBalance}
+    assert {strategy(name).procedure for name in SEQ_NAMES} == {ReinforceAdaSeqPos, ReinforceAdaSeqBalance}

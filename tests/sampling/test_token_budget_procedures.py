@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from trl_adaptive.allocation import get_allocator
 from trl_adaptive.sampling import BatchContext, BatchRun, DynamicSampling, Pilot, PlanAhead
 from trl_adaptive.stats import PromptStatistics
+from trl_adaptive.strategies import get_allocator
 
 NUM_PROMPTS, BATCH, N = 64, 8, 8
 BUDGET = BATCH * N
@@ -95,10 +95,10 @@ def test_no_budget_changes_nothing_and_a_budget_bounds_every_planned_allocation(
 
 def test_the_record_keeps_each_completions_length_in_generation_order():
     world = LengthWorld(0)
-    run = BatchRun(PlanAhead("uniform"), world.context(0))
+    run = BatchRun(PlanAhead(get_allocator("uniform")), world.context(0))
     request, jobs = run.next_round()
     rewards, tokens = world.generate(request.prompt_ids, request.counts)
     run.observe(jobs, rewards, tokens)
     np.testing.assert_array_equal(run.outcome().record.completion_tokens, tokens)
     with pytest.raises(ValueError, match="lengths for"):
-        BatchRun(PlanAhead("uniform"), world.context(0)).observe(jobs, rewards, tokens[:-1])
+        BatchRun(PlanAhead(get_allocator("uniform")), world.context(0)).observe(jobs, rewards, tokens[:-1])

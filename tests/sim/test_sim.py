@@ -8,16 +8,8 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from trl_adaptive.allocation import registered_allocators
 from trl_adaptive.allocation.base import Allocator, PromptBatchStats, largest_remainder
-from trl_adaptive.sampling import (
-    CeroPacing,
-    PlanAhead,
-    ReinforceAdaSeqBalance,
-    ReinforceAdaSeqPos,
-    as_procedure,
-    registered_strategies,
-)
+from trl_adaptive.sampling import CeroPacing, PlanAhead, ReinforceAdaSeqBalance, ReinforceAdaSeqPos
 from trl_adaptive.sim import (
     RULE_KINDS,
     DifficultyMix,
@@ -32,6 +24,7 @@ from trl_adaptive.sim import (
     simulated_procedure,
     value_share,
 )
+from trl_adaptive.strategies import as_procedure, get_allocator, registered_allocators, registered_strategies
 
 SMALL = {"num_prompts": 256, "batch_prompts": 64, "num_generations": 8, "epochs": 2}
 
@@ -157,13 +150,14 @@ class _HalfSkipping(Allocator):
 def test_simulated_procedure_resolves_every_spec_to_a_private_procedure():
     assert type(simulated_procedure("reinforce_ada_seq_pos")) is ReinforceAdaSeqPos
     assert type(simulated_procedure("reinforce_ada_seq_balance")) is ReinforceAdaSeqBalance
-    for name in registered_allocators():  # a plain allocator name is planned ahead, CERO included (fixed mapping)
+    for name in registered_allocators():  # an allocator's name runs its strategy's procedure, as in the trainer
         procedure = simulated_procedure(name)
-        assert type(procedure) is PlanAhead and procedure.allocator.name == name
+        assert type(procedure) is (CeroPacing if name == "cero" else PlanAhead) and procedure.allocator.name == name
+        assert type(simulated_procedure(get_allocator(name))) is type(procedure)
     skipper = _HalfSkipping()
     planned = simulated_procedure(skipper)
     assert type(planned) is PlanAhead and planned.allocator is not skipper  # a copy: the caller's state is untouched
-    wrapped = DynamicSampling("uniform")
+    wrapped = DynamicSampling(as_procedure("uniform"))
     assert simulated_procedure(wrapped) is not wrapped and type(simulated_procedure(wrapped)) is DynamicSampling
     with pytest.raises(TypeError, match="Procedure"):
         simulated_procedure(3)
@@ -261,7 +255,7 @@ def test_dynamic_sampling_without_extra_rounds_is_the_plain_allocator():
     for name in ("uniform", "knapsack"):
         plain, wrapped = (
             simulate(name, seed=3, **SMALL),
-            simulate(DynamicSampling(name, max_rounds=0), seed=3, **SMALL),
+            simulate(DynamicSampling(as_procedure(name), max_rounds=0), seed=3, **SMALL),
         )
         for key in ("effective_gradient_ratio", "zero_grad_all_wrong", "p_final", "converted_from_zero"):
             np.testing.assert_array_equal(getattr(plain, key), getattr(wrapped, key))
@@ -272,7 +266,7 @@ def test_dynamic_sampling_without_extra_rounds_is_the_plain_allocator():
 def test_dynamic_sampling_trains_the_budget_and_keeps_mixed_groups(name):
     budget = SMALL["batch_prompts"] * SMALL["num_generations"]
     plain = simulate(name, seed=4, **SMALL)
-    result = simulate(DynamicSampling(name, max_rounds=3), seed=4, **SMALL)
+    result = simulate(DynamicSampling(as_procedure(name), max_rounds=3), seed=4, **SMALL)
     np.testing.assert_array_equal(result.budget_used, budget)
     assert np.all(result.generated >= budget) and np.all(result.rounds <= 4)
     # Everything trained is a kept (mixed) group or fill: the fill is exactly the zero-gradient share.
@@ -281,19 +275,21 @@ def test_dynamic_sampling_trains_the_budget_and_keeps_mixed_groups(name):
     )
     assert result.summary["effective_gradient_ratio"] > 1.5 * plain.summary["effective_gradient_ratio"]
     assert result.summary["generated_over_trained"] > 1.2
-    again = simulate(DynamicSampling(name, max_rounds=3), seed=4, **SMALL)
+    again = simulate(DynamicSampling(as_procedure(name), max_rounds=3), seed=4, **SMALL)
     np.testing.assert_array_equal(result.p_final, again.p_final)
 
 
 def test_dynamic_sampling_refuses_a_round_based_allocator():
     with pytest.raises(ValueError, match="plan-ahead"):
-        DynamicSampling("reinforce_ada_seq_pos")  # refused at construction, before any simulation
+        DynamicSampling(as_procedure("reinforce_ada_seq_pos"))  # refused at construction, before any simulation
     with pytest.raises(ValueError, match="max_rounds"):
-        DynamicSampling("uniform", max_rounds=-1)
+        DynamicSampling(as_procedure("uniform"), max_rounds=-1)
 
 
 def test_compare_reports_both_ratios_against_uniform():
-    rows = compare({"seq": "reinforce_ada_seq_pos", "ds": DynamicSampling("uniform")}, seeds=[0, 1], **SMALL)
+    rows = compare(
+        {"seq": "reinforce_ada_seq_pos", "ds": DynamicSampling(as_procedure("uniform"))}, seeds=[0, 1], **SMALL
+    )
     by = {r["allocator"]: r for r in rows}
     assert by["uniform"]["effective_gradient_ratio_per_generated_vs_baseline"] == pytest.approx(1.0)
     assert by["uniform"]["generated_over_trained"] == pytest.approx(1.0)
@@ -343,13 +339,13 @@ def test_every_run_reports_the_value_share_and_mixed_prompts_per_1000():
 
 @pytest.mark.parametrize("k", [1, 2, 4])
 def test_pilot_spends_the_budget_in_two_rounds(k):
-    result = simulate(Pilot("bayes_knapsack", k), seed=0, **SMALL)
+    result = simulate(Pilot(get_allocator("bayes_knapsack"), k), seed=0, **SMALL)
     budget = SMALL["batch_prompts"] * SMALL["num_generations"]
     np.testing.assert_array_equal(result.budget_used, budget)
     np.testing.assert_array_equal(result.generated, budget)  # pilot completions are trained on
     np.testing.assert_array_equal(result.rounds, 2)
     np.testing.assert_array_equal(result.skipped_prompts, 0)
-    again = simulate(Pilot("bayes_knapsack", k), seed=0, **SMALL)
+    again = simulate(Pilot(get_allocator("bayes_knapsack"), k), seed=0, **SMALL)
     np.testing.assert_array_equal(result.p_final, again.p_final)
     # With a pilot even the first epoch is adaptive: it differs from the plain allocator there.
     plain = simulate("bayes_knapsack", seed=0, **SMALL)
@@ -358,11 +354,11 @@ def test_pilot_spends_the_budget_in_two_rounds(k):
 
 def test_pilot_rejects_what_cannot_work():
     with pytest.raises(ValueError, match="pilot_rollouts=8 x 64 prompts .*leaves nothing"):
-        simulate(Pilot("bayes_knapsack", 8), seed=0, **SMALL)  # the procedure's check, before any step
+        simulate(Pilot(get_allocator("bayes_knapsack"), 8), seed=0, **SMALL)  # the procedure's check, before any step
     with pytest.raises(ValueError, match="pilot_rollouts=0"):
-        Pilot("bayes_knapsack", 0)
+        Pilot(get_allocator("bayes_knapsack"), 0)
     with pytest.raises(ValueError, match="allocate_remaining"):
-        Pilot("uniform", 2)  # refused at construction
+        Pilot(get_allocator("uniform"), 2)  # refused at construction
 
 
 def test_pilot_commit_evicts_solved_prompts_and_spends_the_budget():

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from trl_adaptive.allocation import get_allocator
 from trl_adaptive.sim import LENGTHS, LengthModel, PromptLengths, simulate
 from trl_adaptive.sim.results import STEP_METRICS
 from trl_adaptive.stats import PromptStatistics
+from trl_adaptive.strategies import get_allocator
 
 SMALL = {"num_prompts": 256, "batch_prompts": 64, "num_generations": 8, "epochs": 2}
 

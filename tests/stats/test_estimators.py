@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trl_adaptive.allocation import get_allocator
 from trl_adaptive.stats import FORMAT_VERSION, PromptStatistics
+from trl_adaptive.strategies import get_allocator
 
 
 # ---- the posterior: one Beta for CERO and bayes_knapsack, with forgetting -------------------------------------------
@@ -246,8 +246,8 @@ def _perturbed(rng, stats, estimator):
 
 @pytest.mark.parametrize("name", ["uniform", "knapsack", "bayes_knapsack", "reinforce_ada_est", "cero"])
 def test_allocators_read_exactly_the_estimators_they_declare(name):
-    from trl_adaptive.allocation import registered_allocators
     from trl_adaptive.stats import ESTIMATORS
+    from trl_adaptive.strategies import registered_allocators
 
     assert name in registered_allocators()
     reads = type(get_allocator(name)).reads

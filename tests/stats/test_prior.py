@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trl_adaptive.allocation import get_allocator
 from trl_adaptive.stats import PromptStatistics
+from trl_adaptive.strategies import get_allocator
 
 
 def test_prior_gives_a_first_epoch_rate_then_blends_without_fading():

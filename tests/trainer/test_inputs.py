@@ -14,7 +14,7 @@ from helpers.trainer import build_trainer, make_dataset, reward_has_vowel_e, tin
 from trl import GRPOConfig
 
 from trl_adaptive import AdaptiveGRPOConfig, AdaptiveGRPOTrainer, PromptStatistics
-from trl_adaptive.allocation import get_allocator
+from trl_adaptive.strategies import get_allocator
 
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -21,8 +21,8 @@ from helpers.launch import launch_two_ranks
 from helpers.trainer import build_trainer, make_dataset
 
 from trl_adaptive import AdaptiveGRPOTrainer
-from trl_adaptive.allocation import get_allocator
 from trl_adaptive.run_files import ADAPTIVE_STATE_FILE
+from trl_adaptive.strategies import get_allocator
 from trl_adaptive.trainer.checkpoint import newest_complete_checkpoint
 
 SCRIPTS = REPO / "tests" / "scripts"

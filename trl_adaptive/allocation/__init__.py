@@ -4,11 +4,7 @@ from .base import (
     Allocation,
     Allocator,
     PromptBatchStats,
-    allocator_parameters,
-    get_allocator,
     largest_remainder,
-    register_allocator,
-    registered_allocators,
 )
 from .bayes_knapsack import BayesKnapsackAllocator, absorb, pilot_budget_check
 from .cero import CeroAllocator
@@ -39,11 +35,9 @@ __all__ = [
     "ReinforceAdaEstAllocator",
     "UniformAllocator",
     "absorb",
-    "allocator_parameters",
     "expected_info_gain",
     "expected_marginal_gains",
     "expected_value_table",
-    "get_allocator",
     "info_gain",
     "knapsack_objective",
     "largest_remainder",
@@ -55,8 +49,6 @@ __all__ = [
     "STATUS_LABELS",
     "prompts_per_status",
     "status_index",
-    "register_allocator",
-    "registered_allocators",
     "solve_dp",
     "solve_greedy",
     "value",

@@ -1,4 +1,4 @@
-"""The allocator interface shared by every strategy, and the registry of names.
+"""The allocator interface shared by every strategy (names are registered in ``trl_adaptive.strategies``).
 
 An allocator answers one question: how many completions does each prompt of this generation batch get, so that the
 counts sum exactly to the budget? Everything here is NumPy; nothing imports torch or trl.
@@ -17,7 +17,6 @@ Contract (checked for every registered allocator by ``tests/allocation/test_allo
 from __future__ import annotations
 
 import dataclasses
-import inspect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -97,12 +96,13 @@ class Allocator:
     """Base class of allocation strategies. Subclasses set ``name`` and implement :meth:`_allocate`.
 
     ``_allocate(stats, budget)`` returns the counts, or an :class:`Allocation` to add per-prompt advantage weights or
-    metrics; :meth:`allocate` checks the result against the bounds. Register the class to make it a config name.
+    metrics; :meth:`allocate` checks the result against the bounds. Register the class
+    (``trl_adaptive.strategies.register_allocator``) to make it a config name.
 
     Example (a user-written allocator; its weights scale the advantages under every sampling procedure):
         >>> @dataclass
         ... class HalfAndHalf(Allocator):
-        ...     name: ClassVar[str] = "half_and_half"  # register_allocator(HalfAndHalf) makes it a config name
+        ...     name: ClassVar[str] = "half_and_half"  # strategies.register_allocator makes it a config name
         ...     def _allocate(self, stats, budget):
         ...         counts = largest_remainder(np.full(len(stats), budget / len(stats)), budget)
         ...         hard = np.nan_to_num(stats.success_rate, nan=0.5) < 0.5
@@ -171,7 +171,12 @@ class Allocator:
                     "per prompt."
                 )
         return dataclasses.replace(
-            allocation, counts=counts, weights=weights, prompt_ids=np.asarray(stats.prompt_ids), budget=budget
+            allocation,
+            counts=counts,
+            weights=weights,
+            prompt_ids=np.asarray(stats.prompt_ids),
+            budget=budget,
+            made_by=self,
         )
 
     def check_budget(self, num_prompts: int, budget: int) -> None:
@@ -221,6 +226,8 @@ class Allocation:
         budget: B the counts sum to (set by :meth:`Allocator.allocate`).
         internals: what the allocator's own :meth:`Allocator.end_step` reads back (CERO's duals at decision time);
             not for users.
+        made_by: the allocator that made it (set by :meth:`Allocator.checked`): a procedure holding several hands
+            each its own allocations at ``end_step``.
     """
 
     counts: np.ndarray
@@ -229,6 +236,7 @@ class Allocation:
     prompt_ids: np.ndarray | None = None
     budget: int = 0
     internals: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    made_by: Allocator | None = field(default=None, repr=False, compare=False)
 
 
 def as_batch_stats(stats: PromptBatchStats | np.ndarray | list[float]) -> PromptBatchStats:
@@ -256,38 +264,6 @@ def _check_counts(counts: np.ndarray, budget: int, allocator: Allocator) -> None
         raise AssertionError(f"{allocator!r} returned counts outside its bounds: {counts.tolist()}.")
 
 
-# -- registry ---------------------------------------------------------------------------------------------------------
-_REGISTRY: dict[str, type[Allocator]] = {}
-
-
-def register_allocator(cls: type[Allocator]) -> type[Allocator]:
-    """Class decorator: make ``cls`` constructible by its ``name`` through :func:`get_allocator`."""
-    if not cls.name:
-        raise ValueError(f"{cls.__name__} must set a class attribute `name` to be registered.")
-    _REGISTRY[cls.name] = cls
-    return cls
-
-
-def registered_allocators() -> list[str]:
-    return sorted(_REGISTRY)
-
-
-def get_allocator(name: str, **kwargs: Any) -> Allocator:
-    """Build a registered allocator by name, e.g. ``get_allocator("knapsack", max_rollouts=64)``.
-
-    Raises:
-        ValueError: for an unknown name, or a keyword the allocator's constructor does not take (named, with the
-            ones it does take), instead of a bare ``TypeError``.
-    """
-    # Importing the package registers the built-in strategies.
-    import trl_adaptive.allocation  # noqa: F401
-
-    if name not in _REGISTRY:
-        raise ValueError(f"Unknown allocator {name!r}. Registered allocators: {', '.join(registered_allocators())}.")
-    check_allocator_kwargs(name, kwargs, allocator_parameters(name))
-    return _REGISTRY[name](**kwargs)
-
-
 def check_rollout_bounds(min_rollouts: int, max_rollouts: int) -> None:
     """The one rule for N_low and N_up: integers with 2 <= N_low <= N_up."""
     check_int(
@@ -304,22 +280,6 @@ def check_rollout_bounds(min_rollouts: int, max_rollouts: int) -> None:
         minimum_name="min_rollouts",
         fix="Raise max_rollouts or lower min_rollouts.",
     )
-
-
-def check_allocator_kwargs(name: str, kwargs: Mapping[str, Any], accepted: list[str]) -> None:
-    """The one check of ``allocator_kwargs`` against what strategy ``name`` takes (allocators and procedures)."""
-    unknown = sorted(set(kwargs) - set(accepted))
-    if unknown:
-        raise ValueError(
-            f"allocator={name!r} takes no argument(s) {unknown}; it takes {', '.join(accepted)}. Remove them from "
-            "allocator_kwargs, or choose the allocator they belong to."
-        )
-
-
-def allocator_parameters(name: str) -> list[str]:
-    """The keyword arguments the registered allocator ``name`` is constructed with."""
-    signature = inspect.signature(_REGISTRY[name])
-    return [p.name for p in signature.parameters.values() if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
 
 
 def largest_remainder(shares: np.ndarray, total: int, low: int = 0, high: int | None = None) -> np.ndarray:
@@ -387,9 +347,5 @@ __all__ = [
     "Allocator",
     "PromptBatchStats",
     "as_batch_stats",
-    "allocator_parameters",
-    "get_allocator",
     "largest_remainder",
-    "register_allocator",
-    "registered_allocators",
 ]

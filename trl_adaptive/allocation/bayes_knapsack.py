@@ -33,13 +33,12 @@ import numpy as np
 
 from .._validate import check_int
 from . import _kernels
-from .base import Allocation, Allocator, PromptBatchStats, largest_remainder, register_allocator
+from .base import Allocation, Allocator, PromptBatchStats, largest_remainder
 from .knapsack import check_token_budget
 from .solvers import SOLVERS, _ensure_compiled, solve_dp, solve_greedy
 from .token_budget import expected_lengths, within_token_budget
 
 
-@register_allocator
 @dataclass
 class BayesKnapsackAllocator(Allocator):
     """Knapsack RL on the posterior: maximise sum_i E[Value(N_i, p_i)], p_i ~ Beta(a_i, b_i), with sum_i N_i = B.
@@ -113,6 +112,15 @@ class BayesKnapsackAllocator(Allocator):
         return within_token_budget(
             counts, seen, lengths, self.token_budget, gains, self.min_rollouts, self.max_rollouts
         )
+
+    # -- a pilot round (sampling.Pilot) ------------------------------------------------------------------------------
+    def absorb(self, stats: PromptBatchStats, successes: np.ndarray, attempts: np.ndarray) -> PromptBatchStats:
+        """``stats`` with a round's results in the posterior (:func:`absorb`): what round two decides on."""
+        return absorb(stats, successes, attempts)
+
+    def check_pilot(self, pilot_rollouts: int, num_prompts: int, budget: int) -> None:
+        """Refuse a pilot round that leaves round two nothing (:func:`pilot_budget_check`)."""
+        pilot_budget_check(pilot_rollouts, num_prompts, budget, self.min_rollouts)
 
     def allocate_remaining(self, stats: PromptBatchStats, budget_left: int, already: np.ndarray) -> Allocation:
         """Round two of a step: extra completions per prompt on top of ``already`` (e.g. a pilot round's k each).

@@ -29,12 +29,11 @@ from typing import Any, ClassVar
 import numpy as np
 
 from .._validate import check_int, check_number
-from .base import Allocation, Allocator, PromptBatchStats, register_allocator
+from .base import Allocation, Allocator, PromptBatchStats
 
 STATE_VERSION = 1
 
 
-@register_allocator
 @dataclass
 class CeroAllocator(Allocator):
     """CERO's primal-dual allocation, one generation batch (TRL step) at a time; prompts may get 0 completions.
@@ -69,13 +68,11 @@ class CeroAllocator(Allocator):
         eta_mu: eta_mu, step of the budget price per unit of relative over-demand (D - B) / B (default 0.005).
         num_epochs: K, the number of epochs the run makes over the prompts (TRL's ``num_train_epochs``, default 3).
         eps: epsilon, lower end of theta's domain [eps, c_i] (default 1e-6).
-        pacing: in the trainer, follow the paper's rule with prompts drawn on demand (:meth:`wanted`,
-            :meth:`allocate_paced`): a batch prompt whose dual is at or below the price mu is skipped and further
-            prompts are drawn from the training data in its place, so mu decides which and how many distinct prompts
-            an epoch trains on (default True). False keeps the fixed-prompt mapping of :meth:`allocate`, where mu
-            changes nothing. :meth:`allocate` itself (the simulator, the allocator API) is always the fixed mapping.
-        max_draw_rounds: with pacing, how many times a step may draw further prompts before the budget left is
-            given to the best-ranked prompts examined, wanted or not (default 3).
+
+    The trainer and the simulator sample CERO through its pacing by default (strategy ``"cero"``:
+    :class:`~trl_adaptive.sampling.CeroPacing`, which uses :meth:`wanted` and :meth:`allocate_paced`: a batch prompt
+    whose dual is at or below the price mu is skipped and further prompts are drawn in its place). :meth:`allocate`
+    is the fixed-prompt mapping, where mu changes nothing (``allocator_kwargs={"pacing": False}``).
 
     State (``state_dict``, JSON): ``mu``, ``steps``, and per prompt id (string keys) ``theta`` and ``allocated``
     (cumulative completions given). Only prompts that have been in a batch are stored.
@@ -107,8 +104,6 @@ class CeroAllocator(Allocator):
     eta_mu: float = 0.005
     num_epochs: int = 3
     eps: float = 1e-6
-    pacing: bool = True
-    max_draw_rounds: int = 3
 
     # -- state: the dual variables, keyed by prompt id ---------------------------------------------------------------
     mu: float = field(default=0.0, init=False)

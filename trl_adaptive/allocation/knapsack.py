@@ -8,13 +8,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._validate import check_number
-from .base import Allocation, Allocator, PromptBatchStats, largest_remainder, register_allocator
+from .base import Allocation, Allocator, PromptBatchStats, largest_remainder
 from .solvers import SOLVERS, solve_dp, solve_greedy
 from .token_budget import UNIFORM_TOKENS, expected_lengths, within_token_budget
 from .value import marginal_gains, mixed_group_demand, value_table
 
 
-@register_allocator
 @dataclass
 class KnapsackAllocator(Allocator):
     """Knapsack RL's allocation: maximise sum_i Value(N_i, p_i) subject to sum_i N_i = B (the paper's Eq. 5).

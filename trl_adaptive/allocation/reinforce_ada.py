@@ -15,7 +15,7 @@ from typing import ClassVar, Literal
 
 import numpy as np
 
-from .base import Allocation, Allocator, PromptBatchStats, largest_remainder, register_allocator
+from .base import Allocation, Allocator, PromptBatchStats, largest_remainder
 
 
 def water_fill(weights: np.ndarray, total: float, low: float, high: float) -> np.ndarray:
@@ -97,7 +97,6 @@ def water_fill(weights: np.ndarray, total: float, low: float, high: float) -> np
     return x
 
 
-@register_allocator
 @dataclass
 class ReinforceAdaEstAllocator(Allocator):
     """Reinforce-Ada Est: N_i = clip(lambda * w_i, N_low, N_up), w_i = p~_i^(-1/2) (hybrid) or p~_i^(-1) (inverse).

@@ -6,10 +6,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .base import Allocator, PromptBatchStats, largest_remainder, register_allocator
+from .base import Allocator, PromptBatchStats, largest_remainder
 
 
-@register_allocator
 @dataclass
 class UniformAllocator(Allocator):
     """N_i = B / M for every prompt, whatever its statistics (GRPO).

@@ -26,7 +26,8 @@ The data path of one generation batch, drawn for dynamic sampling around knapsac
     outcome             selected [0..5, 8, 9]            prompts [11, 12, 47], trained counts [6, 0, 2]
 
 State a procedure keeps across steps (Pilot-Commit's evicted prompts; an allocator's duals through
-``Allocator.end_step``) moves once per step in :meth:`Procedure.end_step` and survives a JSON round trip.
+``Allocator.end_step``) moves once per step in :meth:`Procedure.end_step` and is saved as one tree over the procedure
+and everything it holds (:mod:`~trl_adaptive.sampling.state`), which survives a JSON round trip.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ import numpy as np
 from ..allocation.base import Allocation, PromptBatchStats
 from ..allocation.knapsack import fill_evenly
 from .rules import is_success
+from .state import children_of, load_state_tree, state_tree
 
 
 @dataclass(frozen=True)
@@ -238,25 +240,43 @@ class Procedure:
         """The most completions one prompt may get over a batch's rounds."""
         raise NotImplementedError
 
+    @property
+    def min_rollouts(self) -> int:
+        """The fewest completions a prompt sampled in a batch gets (1 where the procedure promises nothing more)."""
+        return 1
+
     def rounds(self, ctx: BatchContext, record: BatchRecord) -> Generator[Round, None, np.ndarray]:
         raise NotImplementedError
 
     def end_step(self, outcome: Outcome) -> None:
-        """Move state once per step (default: the allocator's, from the step's allocations)."""
-        if self.allocator is not None:
-            self.allocator.end_step(outcome.record.allocations)
+        """Move state once per step. By default: every procedure this one holds moves from the outcome, and every
+        allocator it holds from the allocations that allocator made in the step (the batch's first)."""
+        for child in children_of(self).values():
+            if isinstance(child, Procedure):
+                child.end_step(outcome)
+            else:
+                child.end_step([a for a in outcome.record.allocations if a.made_by is child])
 
     def check(self, num_prompts: int, budget: int, group_size: int) -> None:
         """Raise a ValueError naming the setting when a batch of this shape cannot be sampled (the trainer calls it
         at construction, before any step)."""
 
-    def state_dict(self) -> dict[str, Any]:
-        """JSON-serialisable state of the procedure itself (the allocator's is saved on its own)."""
+    # -- state: one tree over the procedure and everything it holds (sampling/state.py) ---------------------------
+    def own_state(self) -> dict[str, Any]:
+        """JSON-serialisable state of this procedure alone (what it holds is saved in its own nodes)."""
         return {}
 
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+    def load_own_state(self, state: Mapping[str, Any]) -> None:
         if state:
-            raise ValueError(f"{type(self).__name__} is stateless but got state keys {sorted(state)}.")
+            raise ValueError(f"{type(self).__name__} keeps no state of its own but got keys {sorted(state)}.")
+
+    def state_dict(self) -> dict[str, Any]:
+        """The whole procedure's state as one JSON tree: its own and every held procedure's and allocator's."""
+        return state_tree(self)
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict` exactly (a ValueError naming the node that does not match)."""
+        load_state_tree(self, state)
 
 
 class BatchRun:

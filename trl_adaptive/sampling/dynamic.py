@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Generator, Mapping
+from collections.abc import Generator
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 
 from .._validate import check_int
 from ..allocation.base import Allocator
-from .base import BatchContext, BatchRecord, Outcome, Procedure, Round, relay
+from .base import BatchContext, BatchRecord, Procedure, Round, relay
 from .rules import dynamic_sampling_keep, is_success
 
 
@@ -32,20 +32,22 @@ class DynamicSampling(Procedure):
     (with shaped rewards an "all correct" group can still have reward variance), as zero-std groups in GRPO.
 
     Args:
-        inner: a procedure, an allocator, or a registered allocator name (planned ahead). It must train every
-            completion it generates: Reinforce-Ada Seq, which selects, is refused.
+        inner: the procedure (``trl_adaptive.strategies.as_procedure`` builds one from a name or an allocator). It
+            must train every completion it generates: Reinforce-Ada Seq, which selects, is refused.
         max_rounds: the most extra rounds per batch (the trainer's ``dynamic_sampling_max_rounds``).
     """
 
-    inner: Procedure | Allocator | str = "uniform"
+    inner: Procedure
     max_rounds: int = 3
     draws_prompts: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
-        from . import as_procedure  # the package's resolver; a module-level import would be circular
-
         check_int("max_rounds", self.max_rounds, minimum=0, reason="extra rounds per step")
-        self.inner = as_procedure(self.inner)
+        if not isinstance(self.inner, Procedure):
+            raise TypeError(
+                f"DynamicSampling wraps a Procedure, got {self.inner!r}; build one with "
+                "trl_adaptive.strategies.as_procedure(name or allocator)."
+            )
         if not self.inner.trains_all_generated:
             raise ValueError(
                 f"dynamic_sampling=True with {type(self.inner).__name__}: it selects which completions to train on "
@@ -64,19 +66,10 @@ class DynamicSampling(Procedure):
 
     @property
     def min_rollouts(self) -> int:
-        return getattr(self.inner, "min_rollouts", 1)
+        return self.inner.min_rollouts
 
     def check(self, num_prompts: int, budget: int, group_size: int) -> None:
         self.inner.check(num_prompts, budget, group_size)
-
-    def end_step(self, outcome: Outcome) -> None:
-        self.inner.end_step(outcome)
-
-    def state_dict(self) -> dict[str, Any]:
-        return self.inner.state_dict()
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        self.inner.load_state_dict(state)
 
     def rounds(self, ctx: BatchContext, record: BatchRecord) -> Generator[Round, None, np.ndarray]:
         yield from relay(self.inner.rounds(ctx, record))

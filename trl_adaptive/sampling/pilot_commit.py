@@ -33,7 +33,7 @@ class PilotCommit(Procedure):
     filling the batch); an evicted prompt's share stays in the batch instead of drawing a new prompt; if fewer than
     B / max_rollouts prompts of a batch are active, eviction is ignored for that batch.
 
-    State (``state_dict``, JSON): ``{"evicted": [prompt ids]}``.
+    Own state (``own_state``, JSON): ``{"evicted": [prompt ids]}``.
     """
 
     name: ClassVar[str] = "pilot_commit"
@@ -91,10 +91,10 @@ class PilotCommit(Procedure):
     def end_step(self, outcome: Outcome) -> None:
         self.evicted.update(int(i) for i in outcome.record.notes.get("evict", ()))
 
-    def state_dict(self) -> dict[str, Any]:
+    def own_state(self) -> dict[str, Any]:
         return {"evicted": sorted(self.evicted)}
 
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+    def load_own_state(self, state: Mapping[str, Any]) -> None:
         unknown = set(state) - {"evicted"}
         if unknown:
             raise ValueError(f"PilotCommit state has unknown keys {sorted(unknown)}; it holds only 'evicted'.")

@@ -51,7 +51,7 @@ def compare(
     Args:
         allocators: names, or a mapping label -> name, instance or :class:`DynamicSampling` (e.g.
             ``{"knapsack (no fallback)": KnapsackAllocator(fallback=False), "knapsack + DS":
-            DynamicSampling("knapsack")}``).
+            DynamicSampling(as_procedure("knapsack"))}``).
         seeds: one run per allocator and seed.
         baseline: label of the reference allocator; ``"uniform"`` is added when missing.
         workers: processes to run the simulations in (1 = in this process); ignored when ``executor`` is given.

@@ -41,15 +41,16 @@ def simulate(
     Every strategy is a sampling procedure of :mod:`trl_adaptive.sampling`, driven as the trainer drives it (one
     implementation, two drivers), each training exactly B completions per step:
 
-    - a plan-ahead :class:`Allocator` (uniform, knapsack, Est, CERO's fixed mapping): one round, every completion
-      trains;
+    - a registered strategy by name, or an :class:`Allocator` (its strategy's procedure: uniform, knapsack, Est
+      planned ahead in one round, every completion trains; ``"cero"`` is CERO's pacing, as in the trainer);
     - Reinforce-Ada Seq-Pos / Seq-Balance (by name): rounds, then n = ``num_generations`` selected per prompt; the
       baseline is computed from all of a prompt's completions, which only the ``"advantage"`` rule models (see
       :func:`seq_advantage_weights`);
     - :class:`~trl_adaptive.sampling.DynamicSampling` around a plan-ahead allocator (DAPO);
     - two rounds per step: :class:`~trl_adaptive.sampling.Pilot` (k per prompt, then ``allocate_remaining`` on the
       updated posterior) or :class:`~trl_adaptive.sampling.PilotCommit` (Pilot-Commit's thresholds);
-    - any other :class:`~trl_adaptive.sampling.Procedure` (e.g. ``CeroPacing(get_allocator("cero"))``).
+    - any other :class:`~trl_adaptive.sampling.Procedure` (e.g. ``PlanAhead(get_allocator("cero"))``, CERO's fixed
+      mapping).
 
     Args:
         allocator: a registered name, an :class:`Allocator` or a :class:`~trl_adaptive.sampling.Procedure`; it is

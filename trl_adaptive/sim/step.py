@@ -15,16 +15,8 @@ from typing import Protocol
 import numpy as np
 
 from trl_adaptive.allocation.base import Allocator, PromptBatchStats
-from trl_adaptive.sampling import (
-    ROUND_PROCEDURES,
-    BatchContext,
-    PlanAhead,
-    Procedure,
-    Round,
-    as_procedure,
-    drive,
-    is_success,
-)
+from trl_adaptive.sampling import BatchContext, Procedure, Round, drive, is_success
+from trl_adaptive.strategies import as_procedure
 
 from .lengths import PromptLengths
 from .population import expit, seq_advantage_weights
@@ -73,17 +65,13 @@ class SimulatedStep:
 def simulated_procedure(spec: str | Allocator | Procedure) -> Procedure:
     """The procedure a spec runs in the simulator, a private copy (a stateful one starts from the given state).
 
-    A round procedure's name (Reinforce-Ada Seq, ``pilot_commit``) builds it; any other name or allocator is planned
-    ahead (:class:`~trl_adaptive.sampling.PlanAhead`; CERO here is the fixed mapping, the trainer's default
-    ``pacing=True`` is ``CeroPacing(get_allocator("cero"))``); a procedure runs as given.
+    Resolved as the trainer resolves it (:func:`trl_adaptive.strategies.as_procedure`): a name is its registered
+    strategy's procedure (``"cero"`` is CERO's pacing, as in the trainer), an allocator its strategy's default
+    procedure, a procedure runs as given.
     """
-    if isinstance(spec, str) and spec in ROUND_PROCEDURES:
-        return as_procedure(spec)
-    if isinstance(spec, (str, Allocator)):
-        return PlanAhead(copy.deepcopy(spec))
-    if isinstance(spec, Procedure):
-        return copy.deepcopy(spec)
-    raise TypeError(f"Expected an allocator name, an Allocator or a Procedure, got {type(spec).__name__}.")
+    if not isinstance(spec, (str, Allocator, Procedure)):
+        raise TypeError(f"Expected a strategy name, an Allocator or a Procedure, got {type(spec).__name__}.")
+    return as_procedure(copy.deepcopy(spec))
 
 
 def run_step(

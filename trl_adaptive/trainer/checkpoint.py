@@ -2,7 +2,8 @@
 
 Crash safety rests on the order of writes in one save (``AdaptiveGRPOTrainer._save_checkpoint``):
 
-1. ``adaptive_state.json`` (statistics, allocator state, epoch bookkeeping), atomically, BEFORE anything else;
+1. ``adaptive_state.json`` (statistics, the sampling procedure's state tree, epoch bookkeeping), atomically, BEFORE
+   anything else;
 2. then TRL / transformers write the model, optimizer, RNG states and, last of their files, ``trainer_state.json``;
 3. then the checkpoint is pushed (``hub_strategy="checkpoint"``) and older checkpoints are rotated away.
 
@@ -20,7 +21,10 @@ from typing import Any
 from .._io import read_json, write_json_atomic
 from ..run_files import ADAPTIVE_STATE_FILE, TRAINER_STATE_FILE, checkpoint_folders, read_json_or_none
 
-STATE_FORMAT_VERSION = 2  # 2 adds "epochs_closed"; version 1 files are still read
+# 2 adds "epochs_closed"; 3 saves the procedure's state as one tree ("procedure"; "allocator" keeps only the
+# strategy's name), where 1 and 2 saved "allocator.state" and the innermost procedure's own state apart. All are read.
+STATE_FORMAT_VERSION = 3
+READABLE_STATE_VERSIONS = (1, 2, 3)
 
 
 def write_state(folder: str, state: dict[str, Any]) -> str:
@@ -36,15 +40,18 @@ def read_state(path: str) -> dict[str, Any]:
         "this checkpoint folder."
     )
     state = read_json(path, "AdaptiveGRPOTrainer state file", remedy)
-    if not isinstance(state, dict) or state.get("format_version") not in (1, STATE_FORMAT_VERSION):
+    if not isinstance(state, dict) or state.get("format_version") not in READABLE_STATE_VERSIONS:
         version = state.get("format_version") if isinstance(state, dict) else None
         raise ValueError(
-            f"{path}: unsupported format_version {version!r} (this trl_adaptive reads 1 and {STATE_FORMAT_VERSION}). "
-            f"{remedy}"
+            f"{path}: unsupported format_version {version!r} (this trl_adaptive reads "
+            f"{', '.join(map(str, READABLE_STATE_VERSIONS))}). {remedy}"
         )
-    missing = [key for key in ("allocator", "statistics") if key not in state]
-    if not missing and not {"name", "state"} <= set(state["allocator"]):
-        missing = ["allocator.name / allocator.state"]
+    tree = state["format_version"] >= 3
+    missing = [key for key in ("allocator", "statistics", *(["procedure"] * tree)) if key not in state]
+    if not missing and not ({"name"} if tree else {"name", "state"}) <= set(state["allocator"]):
+        missing = ["allocator.name" if tree else "allocator.name / allocator.state"]
+    if not missing and tree and not isinstance(state["procedure"], dict):
+        missing = ["the procedure's state tree"]
     if missing:
         raise ValueError(f"{path} lacks {', '.join(missing)}. {remedy}")
     return state

@@ -12,7 +12,7 @@ from trl import GRPOConfig
 from .._validate import check_int, check_number
 from ..allocation.base import check_rollout_bounds
 from ..allocation.token_budget import UNIFORM_TOKENS
-from ..sampling import build_procedure, registered_strategies, strategy_parameters
+from ..strategies import build_procedure, registered_strategies, strategy
 from .statistics_settings import check_statistics_settings
 
 #: PromptStatistics argument -> the AdaptiveGRPOConfig field that sets it.
@@ -291,8 +291,8 @@ class AdaptiveGRPOConfig(GRPOConfig):
                 ) from None
         if budget != UNIFORM_TOKENS:
             check_number("generation_token_budget", budget, above=0, finite=True, reason="tokens")
-        if "token_budget" not in strategy_parameters(self.allocator):
-            able = [name for name in registered_strategies() if "token_budget" in strategy_parameters(name)]
+        if not strategy(self.allocator).takes("token_budget"):
+            able = [name for name in registered_strategies() if strategy(name).takes("token_budget")]
             raise ValueError(
                 f"generation_token_budget={self.generation_token_budget} needs an allocator that allocates under a "
                 f"token budget; allocator={self.allocator!r} does not. Choose one of {', '.join(able)}, or set "
@@ -325,7 +325,7 @@ class AdaptiveGRPOConfig(GRPOConfig):
     def strategy_kwargs(self) -> dict[str, Any]:
         """``allocator_kwargs`` plus the config's bounds, where the chosen strategy takes them."""
         kwargs = dict(self.allocator_kwargs or {})
-        accepted = strategy_parameters(self.allocator)
+        accepted = strategy(self.allocator).parameters
         if "min_rollouts" in accepted:
             kwargs.setdefault("min_rollouts", self.min_rollouts)
         if self.max_rollouts is not None and "max_rollouts" in accepted:

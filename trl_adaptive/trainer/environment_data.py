@@ -15,7 +15,7 @@ import warnings
 from datasets import Dataset
 
 from ..allocation import UniformAllocator
-from ..sampling import Procedure, as_procedure
+from ..sampling import PlanAhead, Procedure
 from .config import AdaptiveGRPOConfig
 
 
@@ -40,4 +40,4 @@ def uniform_for_environment_data(args: AdaptiveGRPOConfig, strategy: object | No
         "task (its columns are forwarded to reset()).",
         stacklevel=4,
     )
-    return as_procedure(UniformAllocator())
+    return PlanAhead(UniformAllocator())

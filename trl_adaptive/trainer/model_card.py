@@ -24,6 +24,8 @@ import numpy as np
 from .. import __version__
 from ..allocation import prompts_per_status
 from ..hub import CARD_TAGS, status_table
+from ..sampling import Procedure
+from ..strategies import Strategy, registered_strategies, strategy
 
 CARD_SECTION_TITLE = "## Adaptive allocation"
 
@@ -101,17 +103,6 @@ PAPERS: dict[str, Paper] = {
 }""",
     ),
 }
-# The paper behind each registered allocator ("uniform" is GRPO, which TRL's card already cites).
-ALLOCATOR_PAPERS: dict[str, tuple[str, ...]] = {
-    "knapsack": ("knapsack_rl",),
-    "bayes_knapsack": ("knapsack_rl",),  # Knapsack RL's objective, in expectation under a posterior (ours)
-    "reinforce_ada_est": ("reinforce_ada",),
-    "reinforce_ada_seq_pos": ("reinforce_ada",),
-    "reinforce_ada_seq_balance": ("reinforce_ada",),
-    "cero": ("cero",),
-    "pilot_commit": (),  # databricks/pilot-commit's rule (code, no paper to cite)
-    "uniform": (),
-}
 # Logged metrics summarised on the card: (log key, label).
 CARD_METRICS = (
     ("allocation/effective_gradient_ratio", "effective-gradient ratio, Knapsack RL Eq. 4"),
@@ -170,7 +161,7 @@ def allocation_summary(trainer: Any) -> dict[str, Any]:
 def cited_papers(allocator_name: str, loss_type: str | None = None, epsilon_high: float | None = None) -> list[Paper]:
     """Papers to cite besides TRL's own (GRPO / DeepSeekMath and TRL): the allocator's, and DAPO's when its
     token-level loss (``loss_type="dapo"``) or clip-higher (``epsilon_high``) is used."""
-    keys = list(ALLOCATOR_PAPERS.get(allocator_name, ()))
+    keys = list(_registered(allocator_name).papers)
     if loss_type == "dapo" or epsilon_high is not None:
         keys.append("dapo")
     return [PAPERS[key] for key in keys]
@@ -179,6 +170,12 @@ def cited_papers(allocator_name: str, loss_type: str | None = None, epsilon_high
 # ---------------------------------------------------------------------------------------------------------------------
 # The "Adaptive allocation" section
 # ---------------------------------------------------------------------------------------------------------------------
+def _registered(name: str) -> Strategy:
+    """The registered strategy ``name``; for an unregistered allocator object's name, one with no paper that reads
+    nothing (the card then cites GRPO only)."""
+    return strategy(name) if name in registered_strategies() else Strategy(name, procedure=Procedure)
+
+
 def _format_value(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.4g}"
@@ -188,7 +185,7 @@ def _format_value(value: Any) -> str:
 def _round_rows(name: str, args: Any) -> list[str]:
     """Card rows for the settings only some allocators read: the posterior, the pilot, dynamic sampling."""
     rows = []
-    if name in ("bayes_knapsack", "cero"):
+    if "posterior" in _registered(name).reads:
         half_life = getattr(args, "posterior_half_life", None)
         forgetting = "never forgets" if half_life is None else f"half-life {half_life} generation batches"
         rows.append(
@@ -205,7 +202,7 @@ def _round_rows(name: str, args: Any) -> list[str]:
 def _settings_rows(summary: Mapping[str, Any], args: Any) -> list[str]:
     """The "setting | value" rows: trainer, allocator and its paper, budget, success rule, loss."""
     name = summary["allocator"]
-    papers = [PAPERS[key] for key in ALLOCATOR_PAPERS.get(name, ())]
+    papers = [PAPERS[key] for key in _registered(name).papers]
     origin = ", ".join(f"{p.name}, [arXiv {p.arxiv_id}]({p.url})" for p in papers) or "GRPO"
     hyper = ", ".join(f"`{k}={_format_value(v)}`" for k, v in summary["hyperparameters"].items()) or "none"
     extra = f"`{args.allocator_kwargs}`" if args.allocator_kwargs else "none"
@@ -326,7 +323,6 @@ def _insert_before(text: str, marker: str, insertion: str) -> str:
 
 
 __all__ = [
-    "ALLOCATOR_PAPERS",
     "CARD_METRICS",
     "CARD_SECTION_TITLE",
     "PAPERS",

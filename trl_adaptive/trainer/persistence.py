@@ -1,5 +1,6 @@
-"""The trainer's own state across checkpoints: the statistics store, the allocator's and procedure's state, and the
-epoch bookkeeping, in ``adaptive_state.json`` (written atomically by ``checkpoint.py``, before TRL's files)."""
+"""The trainer's own state across checkpoints: the statistics store, the sampling procedure's state (one tree over
+the procedure and every allocator it holds: ``sampling/state.py``) and the epoch bookkeeping, in
+``adaptive_state.json`` (written atomically by ``checkpoint.py``, before TRL's files)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ import os
 import warnings
 from typing import TYPE_CHECKING, Any
 
-from ..allocation import Allocator
 from ..run_files import ADAPTIVE_STATE_FILE, TRAINER_STATE_FILE, checkpoint_folders
+from ..sampling import tree_from_separate_states
 from ..stats import PromptStatistics
 from .checkpoint import is_complete, newest_complete_checkpoint, read_state, write_state
 from .config import STORE_SETTING_FIELDS, AdaptiveGRPOConfig
@@ -36,13 +37,9 @@ def initial_statistics(statistics: PromptStatistics | None, args: AdaptiveGRPOCo
 
 
 def save_adaptive_state(trainer: AdaptiveGRPOTrainer, folder: str) -> str:
-    """Write statistics, allocator and procedure state and epoch bookkeeping to ``folder/adaptive_state.json``."""
-    allocator = trainer.allocator
+    """Write statistics, the procedure's state tree and epoch bookkeeping to ``folder/adaptive_state.json``."""
     state = {
-        "allocator": {
-            "name": allocator.name,
-            "state": allocator.state_dict() if isinstance(allocator, Allocator) else {},
-        },
+        "allocator": {"name": trainer.allocator.name},  # the strategy's name: for reports and a clear refusal
         "procedure": trainer.procedure.state_dict(),
         "statistics": trainer.prompt_statistics.state_dict(),
         "epochs_closed": trainer._epochs_closed,
@@ -88,13 +85,22 @@ def restorable_state(trainer: AdaptiveGRPOTrainer, path: str, remedy: str = "") 
     store = PromptStatistics(**trainer.prompt_statistics.config)
     try:
         store.load_state_dict(state["statistics"])
-        if isinstance(trainer.allocator, Allocator):
-            copy.deepcopy(trainer.allocator).load_state_dict(state["allocator"]["state"])
-        copy.deepcopy(trainer.procedure).load_state_dict(state.get("procedure", {}))
+        state["procedure"] = procedure_tree(trainer, state)
+        copy.deepcopy(trainer.procedure).load_state_dict(state["procedure"])
     except (AttributeError, KeyError, TypeError, ValueError) as error:
         raise ValueError(f"{path}: cannot restore the per-prompt statistics ({error}).{remedy}") from None
     trainer.training_prompts.attach(store, path)  # refuses statistics of other prompts
     return state
+
+
+def procedure_tree(trainer: AdaptiveGRPOTrainer, state: dict[str, Any]) -> dict[str, Any]:
+    """The procedure's state tree of a parsed ``adaptive_state.json``; a file written before the tree (format 1, 2)
+    held the strategy's state (``allocator.state``) and the innermost procedure's own state apart."""
+    if state.get("format_version", 1) >= 3:
+        return state["procedure"]
+    return tree_from_separate_states(
+        trainer.procedure, trainer.allocator, state["allocator"]["state"], state.get("procedure", {})
+    )
 
 
 def _check_saved_settings(statistics: Any, config: dict[str, Any], path: str) -> None:
@@ -124,9 +130,7 @@ def load_adaptive_state(trainer: AdaptiveGRPOTrainer, path: str) -> None:
     )
     state = restorable_state(trainer, path, remedy)
     trainer.prompt_statistics.load_state_dict(state["statistics"])
-    if isinstance(trainer.allocator, Allocator):
-        trainer.allocator.load_state_dict(state["allocator"]["state"])
-    trainer.procedure.load_state_dict(state.get("procedure", {}))
+    trainer.procedure.load_state_dict(state["procedure"])
     trainer.training_prompts.attach(trainer.prompt_statistics, path)
     trainer._epochs_closed = int(state.get("epochs_closed", trainer.prompt_statistics.epoch))
     trainer.refresh_success_rate_column()

@@ -1,8 +1,9 @@
 """The statistics store's settings in ``AdaptiveGRPOConfig``: checked under their config names, and reported when the
 chosen strategy does not read the estimator they configure.
 
-Each allocator declares the store's estimators it reads in its ``reads`` class attribute (``"epoch_rate"``,
-``"decayed_rate"``, ``"posterior"``; trl_adaptive/stats/estimators.py). A setting of an estimator the allocator does
+Each strategy reads some of the store's estimators (``Strategy.reads`` in ``trl_adaptive.strategies``: an allocator's
+``reads`` class attribute, ``"epoch_rate"``, ``"decayed_rate"``, ``"posterior"``; trl_adaptive/stats/estimators.py;
+a round procedure decides from its own rounds and reads none). A setting of an estimator the allocator does
 not read changes nothing in the run, so setting it away from its default is most likely a mistake: it is warned about.
 """
 
@@ -12,9 +13,8 @@ import dataclasses
 import warnings
 from typing import Any
 
-from ..allocation.base import get_allocator, registered_allocators
-from ..sampling import ROUND_PROCEDURES
 from ..stats import BetaPosterior, DecayedRate, PromptStatistics
+from ..strategies import registered_strategies, strategy
 
 # Config field -> the estimator it configures, by the name allocators list in `reads`.
 ESTIMATOR_OF_FIELD: dict[str, str] = {
@@ -38,7 +38,7 @@ def check_statistics_settings(config: Any) -> None:
     PromptStatistics(**config.statistics_config)  # the other settings have the same names in the store
     for field, value in unread_settings(config).items():
         estimator = ESTIMATOR_OF_FIELD[field]
-        readers = [name for name in registered_allocators() if estimator in strategy_reads(name)]
+        readers = [name for name in registered_strategies() if estimator in strategy(name).reads]
         warnings.warn(
             f"{field}={value!r} has no effect: allocator={config.allocator!r} does not read the statistics store's "
             f"{estimator!r} estimator, which {field} configures. Allocators that read it: "
@@ -48,22 +48,10 @@ def check_statistics_settings(config: Any) -> None:
         )
 
 
-def strategy_reads(name: str) -> tuple[str, ...]:
-    """The estimators the strategy ``name`` reads: an allocator's ``reads``; a round procedure's, if it declares any.
-
-    Example:
-        >>> strategy_reads("knapsack"), strategy_reads("uniform"), strategy_reads("reinforce_ada_seq_pos")
-        (('epoch_rate',), (), ())
-    """
-    if name in ROUND_PROCEDURES:  # they decide from their own rounds' results, not from the store
-        return tuple(getattr(ROUND_PROCEDURES[name], "reads", ()))
-    return tuple(type(get_allocator(name)).reads)
-
-
 def unread_settings(config: Any) -> dict[str, Any]:
     """The store settings of ``config`` set away from their defaults that ``config.allocator`` does not read."""
     defaults = {f.name: f.default for f in dataclasses.fields(config)}
-    reads = strategy_reads(config.allocator)
+    reads = strategy(config.allocator).reads
     return {
         field: getattr(config, field)
         for field, estimator in ESTIMATOR_OF_FIELD.items()
