@@ -3,8 +3,9 @@
     python tools/write_api_docs.py           # rewrite docs/api.md
     python tools/write_api_docs.py --check   # exit 1 when docs/api.md differs from what would be written
 
-Which names: ``trl_adaptive.__all__`` (the allocation, sampling and strategies layers and the three trainer-side names), the
-``__all__`` of ``trl_adaptive.stats``, ``.sim`` and ``.serving``, and the run report's and the Hub's entry points.
+Which names: ``trl_adaptive.__all__`` (the allocation, sampling and strategies layers and the three trainer-side
+names), the ``__all__`` of ``trl_adaptive.stats``, ``.sim`` and ``.serving``, and the run report's and the Hub's entry
+points.
 Each gets its signature and its own docstring (never one inherited from TRL or transformers), rendered as Markdown
 by ``docstring_markdown.py``. Only ``inspect`` and the standard library: the output depends on the code alone, so it
 is the same on every machine (``tests/test_docs.py`` checks that the committed file is what this writes).
