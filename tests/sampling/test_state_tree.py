@@ -1,0 +1,138 @@
+"""A procedure's state is one tree over everything it holds: a user procedure with two allocators resumes exactly."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Generator
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+from trl_adaptive.allocation import Allocator, CeroAllocator
+from trl_adaptive.sampling import (
+    BatchContext,
+    BatchRecord,
+    DynamicSampling,
+    PilotCommit,
+    PlanAhead,
+    Procedure,
+    Round,
+    drive,
+    tree_from_separate_states,
+)
+from trl_adaptive.stats import PromptStatistics
+from trl_adaptive.strategies import as_procedure, build_procedure
+
+BUDGET, PROMPTS, NUM_IDS = 32, 4, 40
+
+
+@dataclass
+class TwoAllocators(Procedure):
+    """A user's procedure: the batch's first half of prompts by one allocator, the second half by another."""
+
+    first: Allocator
+    second: Allocator
+
+    @property
+    def max_rollouts(self) -> int:
+        return max(self.first.max_rollouts, self.second.max_rollouts)
+
+    def rounds(self, ctx: BatchContext, record: BatchRecord) -> Generator[Round, None, np.ndarray]:
+        half = len(ctx.prompt_ids) // 2
+        parts = [(self.first, ctx.prompt_ids[:half]), (self.second, ctx.prompt_ids[half:])]
+        counts = []
+        for allocator, ids in parts:
+            allocation = allocator.allocate(ctx.statistics(ids), ctx.budget // 2)
+            record.note_allocation(allocation)
+            counts.append(allocation.counts)
+        yield Round(ctx.prompt_ids, np.concatenate(counts), final=True)
+        return record.completions_of(ctx.prompt_ids)
+
+
+def _steps(procedure: Procedure, store: PromptStatistics, steps: range) -> list[tuple[list[int], list[int]]]:
+    """Run ``steps`` of ``procedure``; each step's prompts and counts, the store and procedure moving as in training."""
+    p = np.random.default_rng(0).uniform(0, 1, NUM_IDS)
+    history = []
+    for step in steps:
+        rng = np.random.default_rng(step)
+        ids = np.sort(rng.choice(NUM_IDS, PROMPTS, replace=False))
+
+        def draw(exclude: np.ndarray, number: int, rng=rng) -> np.ndarray:
+            free = np.setdiff1d(np.arange(NUM_IDS), exclude)
+            return np.sort(rng.choice(free, min(number, len(free)), replace=False))
+
+        def generate(request: Round, jobs: np.ndarray, rng=rng) -> np.ndarray:
+            return (rng.random(len(jobs)) < p[np.repeat(request.prompt_ids, request.counts)]).astype(float)
+
+        ctx = BatchContext(ids, BUDGET, BUDGET // PROMPTS, 1.0, store.batch, draw, rng)
+        outcome = drive(procedure, ctx, generate)
+        procedure.end_step(outcome)
+        record = outcome.record
+        store.update(record.prompt_ids[record.group_ids], record.rewards)
+        if step % 3 == 2:
+            store.end_epoch()
+        history.append((record.prompt_ids.tolist(), record.counts().tolist()))
+    return history
+
+
+def _resumes_exactly(build) -> dict:
+    """Run 6 steps; separately run 3, save the tree through JSON, load it into a fresh procedure, run 3 more."""
+    full_store, full = PromptStatistics(), build()
+    full_history = _steps(full, full_store, range(6))
+    store, first = PromptStatistics(), build()
+    _steps(first, store, range(3))
+    saved = json.loads(json.dumps(first.state_dict(), allow_nan=False))
+    resumed = build()
+    resumed.load_state_dict(saved)
+    assert resumed.state_dict() == saved
+    assert _steps(resumed, store, range(3, 6)) == full_history[3:]
+    assert resumed.state_dict() == full.state_dict()
+    return saved
+
+
+def test_a_user_procedure_holding_two_allocators_resumes_exactly():
+    tree = _resumes_exactly(lambda: TwoAllocators(CeroAllocator(max_rollouts=8), CeroAllocator(max_rollouts=8)))
+    assert tree["type"] == "TwoAllocators" and set(tree["children"]) == {"first", "second"}
+    first, second = (tree["children"][name]["state"] for name in ("first", "second"))
+    # Each allocator moved with its own half only: both hold duals, of disjoint prompts.
+    assert first["steps"] == second["steps"] == 3
+    assert first["theta"] and second["theta"] and not set(first["theta"]) & set(second["theta"])
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda: build_procedure("cero", dynamic_sampling=True, strategy_kwargs={"max_rollouts": 16}),
+        lambda: DynamicSampling(PilotCommit(pilot_rollouts=2, max_rollouts=16)),
+        lambda: build_procedure("bayes_knapsack", pilot_rollouts=2),
+    ],
+    ids=["cero-dynamic", "pilot_commit-dynamic", "pilot"],
+)
+def test_every_composite_resumes_exactly_from_its_tree(build):
+    _resumes_exactly(build)
+
+
+def test_a_tree_of_other_procedures_is_refused_naming_the_node():
+    tree = build_procedure("knapsack", dynamic_sampling=True).state_dict()
+    with pytest.raises(ValueError, match=r"procedure\.inner\.allocator was saved as KnapsackAllocator.*CeroAllocator"):
+        DynamicSampling(PlanAhead(CeroAllocator())).load_state_dict(tree)
+    with pytest.raises(ValueError, match="procedure was saved as DynamicSampling but this run's is PlanAhead"):
+        as_procedure("knapsack").load_state_dict(tree)
+
+
+def test_separate_states_of_older_checkpoints_become_the_tree():
+    """Files written before the tree held the strategy's state and the innermost procedure's own state apart."""
+    procedure = build_procedure("cero", dynamic_sampling=True)
+    cero = procedure.inner.allocator
+    _steps(procedure, PromptStatistics(), range(3))
+    tree = tree_from_separate_states(procedure, cero, cero.state_dict(), {})
+    assert tree == procedure.state_dict()
+    commit = DynamicSampling(PilotCommit(pilot_rollouts=2))
+    commit.inner.evicted = {3, 5}
+    assert tree_from_separate_states(commit, commit.inner, {}, {"evicted": [3, 5]}) == commit.state_dict()
+    fresh = copy.deepcopy(commit)
+    fresh.inner.evicted = set()
+    fresh.load_state_dict(tree_from_separate_states(fresh, fresh.inner, {}, {"evicted": [3, 5]}))
+    assert fresh.inner.evicted == {3, 5}
