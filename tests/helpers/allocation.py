@@ -4,12 +4,14 @@ solvers are checked against. NumPy only."""
 from __future__ import annotations
 
 import itertools
+from collections.abc import Generator
 from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 
 from trl_adaptive.allocation import Allocation, Allocator, largest_remainder
+from trl_adaptive.sampling import BatchContext, BatchRecord, Procedure, Round
 
 
 def brute_force(table: np.ndarray, total: int, lo: np.ndarray, hi: np.ndarray) -> float:
@@ -66,3 +68,27 @@ class WeightedUniform(Allocator):
     def _allocate(self, stats, budget):
         counts = largest_remainder(np.full(len(stats), budget / len(stats)), budget, self.min_rollouts)
         return Allocation(counts, weights=1.0 + stats.prompt_ids % 3)
+
+
+@dataclass
+class TwoAllocators(Procedure):
+    """A user's procedure holding two allocators: the batch's first half of prompts by ``first``, the rest by
+    ``second``, half the budget each, one planned round (what the state tree must save and restore whole)."""
+
+    first: Allocator
+    second: Allocator
+    name: ClassVar[str] = "two_allocators"
+
+    @property
+    def max_rollouts(self) -> int:
+        return max(self.first.max_rollouts, self.second.max_rollouts)
+
+    def rounds(self, ctx: BatchContext, record: BatchRecord) -> Generator[Round, None, np.ndarray]:
+        half = len(ctx.prompt_ids) // 2
+        counts = []
+        for allocator, ids in ((self.first, ctx.prompt_ids[:half]), (self.second, ctx.prompt_ids[half:])):
+            allocation = allocator.allocate(ctx.statistics(ids), ctx.budget // 2)
+            record.note_allocation(allocation)
+            counts.append(allocation.counts)
+        yield Round(ctx.prompt_ids, np.concatenate(counts), final=True)
+        return record.completions_of(ctx.prompt_ids)

@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Generator
-from dataclasses import dataclass
 
 import numpy as np
 import pytest
+from helpers.allocation import TwoAllocators
 
-from trl_adaptive.allocation import Allocator, CeroAllocator
+from trl_adaptive.allocation import CeroAllocator
 from trl_adaptive.sampling import (
     BatchContext,
-    BatchRecord,
     DynamicSampling,
     PilotCommit,
     PlanAhead,
@@ -28,31 +26,8 @@ from trl_adaptive.strategies import as_procedure, build_procedure
 BUDGET, PROMPTS, NUM_IDS = 32, 4, 40
 
 
-@dataclass
-class TwoAllocators(Procedure):
-    """A user's procedure: the batch's first half of prompts by one allocator, the second half by another."""
-
-    first: Allocator
-    second: Allocator
-
-    @property
-    def max_rollouts(self) -> int:
-        return max(self.first.max_rollouts, self.second.max_rollouts)
-
-    def rounds(self, ctx: BatchContext, record: BatchRecord) -> Generator[Round, None, np.ndarray]:
-        half = len(ctx.prompt_ids) // 2
-        parts = [(self.first, ctx.prompt_ids[:half]), (self.second, ctx.prompt_ids[half:])]
-        counts = []
-        for allocator, ids in parts:
-            allocation = allocator.allocate(ctx.statistics(ids), ctx.budget // 2)
-            record.note_allocation(allocation)
-            counts.append(allocation.counts)
-        yield Round(ctx.prompt_ids, np.concatenate(counts), final=True)
-        return record.completions_of(ctx.prompt_ids)
-
-
 def _steps(procedure: Procedure, store: PromptStatistics, steps: range) -> list[tuple[list[int], list[int]]]:
-    """Run ``steps`` of ``procedure``; each step's prompts and counts, the store and procedure moving as in training."""
+    """Run ``steps`` of ``procedure``; each step's prompts and counts (store and procedure move as in training)."""
     p = np.random.default_rng(0).uniform(0, 1, NUM_IDS)
     history = []
     for step in steps:

@@ -40,7 +40,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ..allocation.base import Allocation, PromptBatchStats
+from ..allocation.base import Allocation, Allocator, PromptBatchStats
 from ..allocation.knapsack import fill_evenly
 from .rules import is_success
 from .state import children_of, load_state_tree, state_tree
@@ -249,13 +249,17 @@ class Procedure:
         raise NotImplementedError
 
     def end_step(self, outcome: Outcome) -> None:
-        """Move state once per step. By default: every procedure this one holds moves from the outcome, and every
-        allocator it holds from the allocations that allocator made in the step (the batch's first)."""
-        for child in children_of(self).values():
+        """Move state once per step. By default every procedure this one holds moves from the outcome, and every
+        allocator it holds from the step's allocations (the batch's first): all of them when it holds one allocator,
+        else those each made (``Allocation.made_by``)."""
+        children = children_of(self).values()
+        allocations = outcome.record.allocations
+        several = sum(isinstance(child, Allocator) for child in children) > 1
+        for child in children:
             if isinstance(child, Procedure):
                 child.end_step(outcome)
             else:
-                child.end_step([a for a in outcome.record.allocations if a.made_by is child])
+                child.end_step([a for a in allocations if a.made_by is child] if several else allocations)
 
     def check(self, num_prompts: int, budget: int, group_size: int) -> None:
         """Raise a ValueError naming the setting when a batch of this shape cannot be sampled (the trainer calls it
