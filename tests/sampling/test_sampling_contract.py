@@ -52,6 +52,8 @@ PROCEDURES: dict[str, Callable[[], Procedure]] = {}
 for _name in registered_allocators():
     PROCEDURES[f"plan:{_name}"] = lambda name=_name: _plan(name)
     PROCEDURES[f"dynamic:{_name}"] = lambda name=_name: DynamicSampling(_plan(name), 3)
+for _name in registered_strategies():  # every name as the config builds it: a new strategy is in the contract
+    PROCEDURES[f"name:{_name}"] = lambda name=_name: as_procedure(name, **SMALL.get(name, {}))
 PROCEDURES |= {
     "cero_pacing": lambda: CeroPacing(get_allocator("cero", max_rollouts=16, eta_mu=0.5)),
     "dynamic:cero_pacing": lambda: DynamicSampling(CeroPacing(get_allocator("cero", max_rollouts=16, eta_mu=0.5))),
