@@ -112,7 +112,7 @@ class Strategy:
         self.check_kwargs(kwargs)
         for name in self.procedure_parameters:
             if name in kwargs:
-                raise ValueError(f"{name} is an argument of {self.name!r}'s procedure, not of its allocator.")
+                raise ValueError(f"{name} is an argument of the procedure of {self.name!r}, not of its allocator.")
         return self.allocator(**kwargs)
 
     def procedure_for(self, allocator: Allocator, **procedure_kwargs: Any) -> Procedure:

@@ -342,10 +342,34 @@ def largest_remainder(shares: np.ndarray, total: int, low: int = 0, high: int | 
     return counts
 
 
+def fill_evenly(counts: np.ndarray, extra: int, n_up: int) -> tuple[np.ndarray, int]:
+    """Water-fill ``extra`` units into ``counts``: raise the lowest counts first, never above ``n_up``.
+
+    Ties at the final level go to the lower index. Returns the new counts and the units that did not fit.
+    """
+    counts = np.asarray(counts, dtype=np.int64)
+    room = int((n_up - counts).sum())
+    if extra >= room:
+        return np.full_like(counts, n_up), extra - room
+    # Highest level L with sum(clip(L - counts, 0, n_up - counts)) <= extra, found by bisection.
+    low, high = int(counts.min()), n_up
+    while low < high:
+        level = (low + high + 1) // 2
+        if int(np.clip(level - counts, 0, None).sum()) <= extra:
+            low = level
+        else:
+            high = level - 1
+    filled = np.maximum(counts, low)
+    remainder = extra - int((filled - counts).sum())
+    filled[np.flatnonzero(filled == low)[:remainder]] += 1
+    return filled, 0
+
+
 __all__ = [
     "Allocation",
     "Allocator",
     "PromptBatchStats",
     "as_batch_stats",
+    "fill_evenly",
     "largest_remainder",
 ]

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._validate import check_number
-from .base import Allocation, Allocator, PromptBatchStats, largest_remainder
+from .base import Allocation, Allocator, PromptBatchStats, fill_evenly, largest_remainder
 from .solvers import SOLVERS, solve_dp, solve_greedy
 from .token_budget import UNIFORM_TOKENS, expected_lengths, within_token_budget
 from .value import marginal_gains, mixed_group_demand, value_table
@@ -193,26 +193,3 @@ def tiered_gains(rates: np.ndarray, n_low: int, n_up: int, fallback: bool = True
     beyond = tier3 * (0.5 + 0.5 * value / max(top_value, 1e-300))  # ordered by Value, above every tier-4 unit
     gains = np.where(within, value, np.where(hard, scale * even, np.where(mid[:, None], beyond, tier3 / 4 * even)))
     return np.ascontiguousarray(gains)
-
-
-def fill_evenly(counts: np.ndarray, extra: int, n_up: int) -> tuple[np.ndarray, int]:
-    """Water-fill ``extra`` units into ``counts``: raise the lowest counts first, never above ``n_up``.
-
-    Ties at the final level go to the lower index. Returns the new counts and the units that did not fit.
-    """
-    counts = np.asarray(counts, dtype=np.int64)
-    room = int((n_up - counts).sum())
-    if extra >= room:
-        return np.full_like(counts, n_up), extra - room
-    # Highest level L with sum(clip(L - counts, 0, n_up - counts)) <= extra, found by bisection.
-    low, high = int(counts.min()), n_up
-    while low < high:
-        level = (low + high + 1) // 2
-        if int(np.clip(level - counts, 0, None).sum()) <= extra:
-            low = level
-        else:
-            high = level - 1
-    filled = np.maximum(counts, low)
-    remainder = extra - int((filled - counts).sum())
-    filled[np.flatnonzero(filled == low)[:remainder]] += 1
-    return filled, 0

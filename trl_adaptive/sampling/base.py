@@ -40,8 +40,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ..allocation.base import Allocation, Allocator, PromptBatchStats
-from ..allocation.knapsack import fill_evenly
+from ..allocation.base import Allocation, Allocator, PromptBatchStats, fill_evenly
 from .rules import is_success
 from .state import children_of, load_state_tree, state_tree
 

@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from .._validate import check_int
-from ..allocation.knapsack import fill_evenly
+from ..allocation.base import fill_evenly
 from .base import BatchContext, BatchRecord, Outcome, Procedure, Round
 
 
