@@ -101,3 +101,13 @@ def test_the_generic_sampling_layer_names_no_strategy(module):
     imported = {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
     named = [m for m in imported if m.split(".")[-1] in STRATEGY_MODULES and "allocation" in m]
     assert not named, f"sampling/{module} imports {named}: strategy knowledge belongs to the strategy's own files"
+
+
+def test_the_docs_table_of_strategies_is_the_registry():
+    """docs/allocators.md's table lists every registered name with the class it builds, and nothing else."""
+    text = (REPO / "docs" / "allocators.md").read_text(encoding="utf-8")
+    table = text[text.index("| name | class |") :].split("\n\n")[0].splitlines()[2:]
+    rows = {row.split("|")[1].strip().split("`")[1]: row.split("|")[2].split("`")[1] for row in table}
+    assert sorted(rows) == registered_strategies()
+    for name, cls in rows.items():
+        assert cls == (strategy(name).allocator or strategy(name).procedure).__name__, name
