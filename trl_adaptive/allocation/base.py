@@ -176,7 +176,7 @@ class Allocator:
             weights=weights,
             prompt_ids=np.asarray(stats.prompt_ids),
             budget=budget,
-            made_by=self,
+            made_by=id(self),
         )
 
     def check_budget(self, num_prompts: int, budget: int) -> None:
@@ -226,8 +226,9 @@ class Allocation:
         budget: B the counts sum to (set by :meth:`Allocator.allocate`).
         internals: what the allocator's own :meth:`Allocator.end_step` reads back (CERO's duals at decision time);
             not for users.
-        made_by: the allocator that made it (set by :meth:`Allocator.checked`): a procedure holding several hands
-            each its own allocations at ``end_step``.
+        made_by: ``id()`` of the allocator that made it (set by :meth:`Allocator.checked`): a procedure holding
+            several hands each its own allocations at ``end_step``. An id, not the object: the outcome is broadcast
+            to every rank each step, and the allocator's state (CERO's duals per prompt) must not travel with it.
     """
 
     counts: np.ndarray
@@ -236,7 +237,7 @@ class Allocation:
     prompt_ids: np.ndarray | None = None
     budget: int = 0
     internals: Mapping[str, Any] = field(default_factory=dict, repr=False)
-    made_by: Allocator | None = field(default=None, repr=False, compare=False)
+    made_by: int | None = field(default=None, repr=False, compare=False)
 
 
 def as_batch_stats(stats: PromptBatchStats | np.ndarray | list[float]) -> PromptBatchStats:

@@ -258,7 +258,7 @@ class Procedure:
             if isinstance(child, Procedure):
                 child.end_step(outcome)
             else:
-                child.end_step([a for a in allocations if a.made_by is child] if several else allocations)
+                child.end_step([a for a in allocations if a.made_by == id(child)] if several else allocations)
 
     def check(self, num_prompts: int, budget: int, group_size: int) -> None:
         """Raise a ValueError naming the setting when a batch of this shape cannot be sampled (the trainer calls it

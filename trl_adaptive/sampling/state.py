@@ -8,7 +8,8 @@ One node per object, JSON::
                             "children": {"allocator": {"type": "CeroAllocator", "state": {"mu": 0.01, ...}}}}}}
 
 A procedure's own state is :meth:`Procedure.own_state` (Pilot-Commit's evictions); an allocator's is its
-``state_dict()``. Loading checks the whole tree against the live objects before anything changes.
+``state_dict()``. Loading checks each node against the live object as it goes (a mismatch can leave earlier nodes
+loaded: the trainer loads a copy first, ``persistence.restorable_state``).
 """
 
 from __future__ import annotations

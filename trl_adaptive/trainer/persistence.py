@@ -88,7 +88,9 @@ def restorable_state(trainer: AdaptiveGRPOTrainer, path: str, remedy: str = "") 
         state["procedure"] = procedure_tree(trainer, state)
         copy.deepcopy(trainer.procedure).load_state_dict(state["procedure"])
     except (AttributeError, KeyError, TypeError, ValueError) as error:
-        raise ValueError(f"{path}: cannot restore the per-prompt statistics ({error}).{remedy}") from None
+        raise ValueError(
+            f"{path}: cannot restore the per-prompt statistics or the procedure state ({error}).{remedy}"
+        ) from None
     trainer.training_prompts.attach(store, path)  # refuses statistics of other prompts
     return state
 
