@@ -254,7 +254,9 @@ def steptime_run(args: argparse.Namespace) -> None:
 
     if args.layout == "shuffle":  # the layout before token balancing: a seeded shuffle on any number of ranks
         balanced = dispatch.dispatch_order
-        dispatch.dispatch_order = lambda jobs, seed, step, lengths=None, num_ranks=1: balanced(jobs, seed, step)
+        dispatch.dispatch_order = lambda jobs, seed, step, lengths=None, num_ranks=1, round_index=None: balanced(
+            jobs, seed, step, round_index=round_index
+        )
 
     def reward_word(completions, word, **kwargs) -> list[float]:
         texts = [c[0]["content"] if isinstance(c, list) else c for c in completions]

@@ -25,7 +25,7 @@ from trl_adaptive.trainer.dispatch import (
     rank_tokens,
     shuffled_order,
 )
-from trl_adaptive.trainer.random_streams import round_step
+from trl_adaptive.trainer.random_streams import DISPATCH, ROUND_DISPATCH, step_seed
 
 RANK_COUNTS = (1, 2, 3, 4, 8)
 
@@ -198,12 +198,27 @@ def test_balanced_order_refuses_an_uneven_split():
         balanced_order(np.ones(5), 2)
 
 
-def test_a_round_on_one_rank_draws_the_shuffle_it_always_drew():
-    """Single-process runs that generate in rounds reproduce: round r of step s shuffles as ``s * 1000 + r``."""
+def test_a_round_on_one_rank_draws_its_own_named_stream():
+    """Single-process runs that generate in rounds: round r of step s shuffles from ROUND_DISPATCH, r; a planned
+    round and the training pass after rounds keep DISPATCH, (seed, step)."""
     jobs = np.repeat(np.array([-5, 7, 9]), [6, 3, 3])
-    assert round_step(3, 2) == 3002
-    legacy = np.random.default_rng([42, 3 * 1000 + 2]).permutation(12)
-    np.testing.assert_array_equal(dispatch_order(jobs, 42, round_step(3, 2), np.arange(12.0), num_ranks=1), legacy)
+    assert step_seed(42, 3, ROUND_DISPATCH, 2) == [42, 3, 3, 2]
+    drawn = np.random.default_rng([42, 3, 3, 2]).permutation(12)
+    np.testing.assert_array_equal(dispatch_order(jobs, 42, 3, np.arange(12.0), num_ranks=1, round_index=2), drawn)
+    np.testing.assert_array_equal(shuffled_order(12, 42, 3, round_index=2), drawn)
+    planned = np.random.default_rng(step_seed(42, 3, DISPATCH)).permutation(12)
+    np.testing.assert_array_equal(dispatch_order(jobs, 42, 3, np.arange(12.0), num_ranks=1), planned)
+    rounds = {tuple(shuffled_order(12, 42, 3, round_index=r)) for r in range(4)} | {tuple(planned)}
+    assert len(rounds) == 5  # every round of the step, and its planned layout, draw their own shuffle
+
+
+def test_a_round_keeps_equal_groups_and_balances_several_ranks_without_a_seed():
+    equal = np.repeat(np.arange(3), 4)
+    np.testing.assert_array_equal(dispatch_order(equal, 42, 3, num_ranks=1, round_index=2), np.arange(12))
+    skewed, lengths = np.repeat(np.arange(3), [6, 3, 3]), np.arange(12.0)
+    np.testing.assert_array_equal(
+        dispatch_order(skewed, 42, 3, lengths, num_ranks=2, round_index=2), balanced_order(lengths, 2)
+    )
 
 
 def test_max_over_mean_waits_for_each_rounds_slowest_rank():

@@ -86,7 +86,7 @@ def test_seq_balance_trains_a_balanced_subset_with_the_full_sample_baseline(tiny
     def record(inputs):
         output = original(inputs)
         captured["advantages"] = output["advantages"].clone()
-        captured["rewards"] = trainer._rewards_per_func.clone()
+        captured["rewards"] = trainer._hook_state.rewards_per_func.clone()
         return output
 
     trainer._generate_and_score_completions = record
@@ -178,7 +178,9 @@ def test_allocator_weights_scale_the_advantages_under_dynamic_sampling(tiny_mode
 
     def record(output, outcome, dispatched):
         output = finish(output, outcome, dispatched)
-        seen.append((outcome, dispatched, output["advantages"].clone(), trainer._rewards_per_func[:, 0].clone()))
+        seen.append(
+            (outcome, dispatched, output["advantages"].clone(), trainer._hook_state.rewards_per_func[:, 0].clone())
+        )
         return output
 
     trainer._finish_batch = record
@@ -239,7 +241,7 @@ def test_shaped_rewards_fill_adds_no_gradient(tiny_model_dir, tmp_path):
         generate = trainer._generate_and_score_completions
         trainer._generate_and_score_completions = lambda inputs: outputs.append(generate(inputs)) or outputs[-1]
         trainer.train()
-    assert trainer._rewards_per_func.std() > 0
+    assert trainer._hook_state.rewards_per_func.std() > 0
     assert torch.count_nonzero(outputs[0]["advantages"]) == 0
 
 

@@ -12,9 +12,10 @@ layout, for U = 3 prompts with counts [4, 2, 2] over 2 ranks and expected length
 
 Gathering per-rank results in rank order gives back the dispatch order, so ``group_ids = jobs[order]`` lines up with
 TRL's gathered rewards (``rank * L + i``). Equal group sizes keep TRL's prompt-major layout (uniform is GRPOTrainer,
-bit for bit); one rank keeps the shuffle seeded by (seed, step) that it always had (nothing to balance); unequal
-groups over several ranks are balanced, before generation by the expected lengths of the prompts and, for the
-training pass after rounds, by the actual lengths of the completions.
+bit for bit); one rank keeps a shuffle seeded by (seed, step), and by the round's number in a batch generated in
+rounds (nothing to balance; ``random_streams.py``); unequal groups over several ranks are balanced, before generation
+by the expected lengths of the prompts and, for the training pass after rounds, by the actual lengths of the
+completions.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..allocation.token_budget import filled_lengths
-from .random_streams import DISPATCH, round_step, step_seed
+from .random_streams import DISPATCH, ROUND_DISPATCH, step_seed
 
 if TYPE_CHECKING:
     from ..sampling import BatchRecord
@@ -47,28 +48,39 @@ def expand_counts(counts: np.ndarray, seed: int, step: int) -> np.ndarray:
 
 
 def dispatch_order(
-    jobs: np.ndarray, seed: int, step: int, lengths: np.ndarray | None = None, num_ranks: int = 1
+    jobs: np.ndarray,
+    seed: int,
+    step: int,
+    lengths: np.ndarray | None = None,
+    num_ranks: int = 1,
+    round_index: int | None = None,
 ) -> np.ndarray:
     """The permutation that lays prompt-major ``jobs`` (a group key per completion: a group index or a prompt id,
     any int64 value, such as a hashed string id) out over ``num_ranks`` ranks.
 
     The identity when every group present has the same size (TRL's layout); with one rank, a permutation seeded by
-    (seed, step); otherwise :func:`balanced_order` of the jobs' ``lengths`` in tokens (NaN or None: unknown, taken
-    as equal). ``jobs[order]`` is the dispatch order; the completion generated at dispatch position i is job
-    ``order[i]``.
+    (seed, step) (:func:`shuffled_order`; ``round_index``: of that round of a batch generated in rounds); otherwise
+    :func:`balanced_order` of the jobs' ``lengths`` in tokens (NaN or None: unknown, taken as equal). ``jobs[order]``
+    is the dispatch order; the completion generated at dispatch position i is job ``order[i]``.
     """
     jobs = np.asarray(jobs, dtype=np.int64)
     sizes = np.unique(jobs, return_counts=True)[1]  # not bincount: ids may be negative or 63-bit hashes
     if len(np.unique(sizes)) <= 1:
         return np.arange(len(jobs), dtype=np.int64)
     if num_ranks == 1:
-        return shuffled_order(len(jobs), seed, step)
+        return shuffled_order(len(jobs), seed, step, round_index)
     return balanced_order(known_lengths(lengths, len(jobs)), num_ranks)
 
 
-def shuffled_order(size: int, seed: int, step: int) -> np.ndarray:
-    """A permutation of ``size`` jobs seeded by (seed, step): every rank and a resumed run draw the same one."""
-    return np.random.default_rng(step_seed(seed, step, DISPATCH)).permutation(size).astype(np.int64)
+def shuffled_order(size: int, seed: int, step: int, round_index: int | None = None) -> np.ndarray:
+    """A permutation of ``size`` jobs seeded by (seed, step): every rank and a resumed run draw the same one. Drawn
+    from the DISPATCH stream, or with ``round_index`` from ROUND_DISPATCH and the round's number
+    (``random_streams.py``)."""
+    if round_index is None:
+        rng_seed = step_seed(seed, step, DISPATCH)
+    else:
+        rng_seed = step_seed(seed, step, ROUND_DISPATCH, int(round_index))
+    return np.random.default_rng(rng_seed).permutation(size).astype(np.int64)
 
 
 def known_lengths(lengths: np.ndarray | Sequence[float] | None, size: int) -> np.ndarray:
@@ -182,9 +194,8 @@ def planned_order(trainer: AdaptiveGRPOTrainer, jobs: np.ndarray, record_ids: np
 
 def round_order(trainer: AdaptiveGRPOTrainer, job_prompt_ids: np.ndarray, round_index: int) -> np.ndarray:
     """Dispatch order of round ``round_index`` of a batch generated in rounds, by the prompts' expected tokens."""
-    seed, step = _seed_and_step(trainer)
     lengths, num_ranks = expected_lengths(trainer, job_prompt_ids), trainer.accelerator.num_processes
-    return dispatch_order(job_prompt_ids, seed, round_step(step, round_index), lengths, num_ranks)
+    return dispatch_order(job_prompt_ids, *_seed_and_step(trainer), lengths, num_ranks, round_index)
 
 
 def replay_order(trainer: AdaptiveGRPOTrainer, groups: np.ndarray, tokens: np.ndarray) -> np.ndarray:

@@ -6,7 +6,6 @@ docs/trainer.md. Everything here reads the batch's outcome; nothing changes trai
 
 from __future__ import annotations
 
-import warnings
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -43,8 +42,10 @@ def log_allocation(
     rewards: np.ndarray,
     result: GroupAdvantages,
     advantages: torch.Tensor,
+    generation_seconds: float,
 ) -> None:
-    """Allocation metrics into TRL's metric stream, and fixes to what TRL logged per fixed-size group."""
+    """Allocation metrics into TRL's metric stream, and fixes to what TRL logged per fixed-size group;
+    ``generation_seconds``: this rank's time in generation for the batch."""
     metrics = trainer._metrics["train"]
     counts = outcome.trained_counts
     sampled = counts > 0
@@ -67,8 +68,7 @@ def log_allocation(
     metrics["allocation/budget_used"].append(float(total))
     metrics["allocation/budget"].append(float(trainer.args.generation_batch_size))
     metrics["allocation/solve_time_s"].append(float(outcome.seconds))
-    metrics["generation/seconds"].append(trainer._generation_seconds)
-    trainer._generation_seconds = 0.0
+    metrics["generation/seconds"].append(generation_seconds)
     for bucket, number in prompts_per_status(outcome.record.success_rates).items():
         metrics[f"prompt_status/{bucket}"].append(float(number))
     log_tokens(metrics, outcome, float(counts[has_signal].sum()))
@@ -102,13 +102,12 @@ def log_tokens(metrics, outcome: Outcome, effective_completions: float) -> None:
     metrics["tokens/per_effective_completion"].append(per_effective)
 
 
-def log_rounds(trainer: AdaptiveGRPOTrainer, outcome: Outcome) -> None:
-    """The procedure's metrics; the reward of every completion generated (``generated/*``); for batches sampled in
-    rounds, what was generated against what was trained."""
+def log_rounds(trainer: AdaptiveGRPOTrainer, outcome: Outcome, generated_rewards: torch.Tensor) -> None:
+    """The procedure's metrics; the reward of every completion generated (``generated/*``; ``generated_rewards``: their
+    gathered ``(N, K)`` rewards); for batches sampled in rounds, what was generated against what was trained."""
     metrics = trainer._metrics["train"]
     record = outcome.record
-    rounds = trainer._round_rewards  # None: one planned round, every completion generated was trained
-    log_generated_rewards(trainer, trainer._rewards_per_func if rounds is None else rounds)
+    log_generated_rewards(trainer, generated_rewards)
     for name, value in record.metrics.items():
         metrics[name].append(value)
     generated, trained = len(record.rewards), len(outcome.selected)
@@ -117,16 +116,6 @@ def log_rounds(trainer: AdaptiveGRPOTrainer, outcome: Outcome) -> None:
         metrics["rounds/generated"].append(float(generated))
         metrics["rounds/trained"].append(float(trained))
         metrics["rounds/inference_ratio"].append(generated / trained)
-    if record.metrics.get("dynamic_sampling/filled", 0) and not trainer._warned_dynamic_fill:
-        warnings.warn(
-            f"Dynamic sampling: after {trainer.args.dynamic_sampling_max_rounds} extra round(s) the batch still "
-            f"lacked {int(record.metrics['dynamic_sampling/filled'])} of {trained} completions with signal; they "
-            "were filled with completions of dropped (all-correct or all-wrong) groups with advantage weight 0, "
-            "so they add no gradient. Logged as dynamic_sampling/filled; raise dynamic_sampling_max_rounds if "
-            "this happens often. (Warned once.)",
-            stacklevel=4,
-        )
-        trainer._warned_dynamic_fill = True
 
 
 def record_allocation(trainer: AdaptiveGRPOTrainer, outcome: Outcome, group_ids: np.ndarray, rewards: np.ndarray):

@@ -1,6 +1,10 @@
 """The trainer's own state across checkpoints: the statistics store, the sampling procedure's state (one tree over
 the procedure and every allocator it holds: ``sampling/state.py``) and the epoch bookkeeping, in
-``adaptive_state.json`` (written atomically by ``checkpoint.py``, before TRL's files)."""
+``adaptive_state.json`` (written atomically by ``checkpoint.py``, before TRL's files).
+
+Every function reads and writes the run's :class:`~trl_adaptive.trainer.adaptive_state.AdaptiveState`; none refreshes
+the trainer's dataset column (the trainer does, after a load).
+"""
 
 from __future__ import annotations
 
@@ -16,7 +20,7 @@ from .checkpoint import is_complete, newest_complete_checkpoint, read_state, wri
 from .config import STORE_SETTING_FIELDS, AdaptiveGRPOConfig
 
 if TYPE_CHECKING:
-    from .trainer import AdaptiveGRPOTrainer
+    from .adaptive_state import AdaptiveState
 
 
 def initial_statistics(statistics: PromptStatistics | None, args: AdaptiveGRPOConfig) -> PromptStatistics:
@@ -36,24 +40,40 @@ def initial_statistics(statistics: PromptStatistics | None, args: AdaptiveGRPOCo
     return statistics
 
 
-def save_adaptive_state(trainer: AdaptiveGRPOTrainer, folder: str) -> str:
+def save_adaptive_state(state: AdaptiveState, folder: str, global_step: int) -> str:
     """Write statistics, the procedure's state tree and epoch bookkeeping to ``folder/adaptive_state.json``."""
-    state = {
-        "allocator": {"name": trainer.allocator.name},  # the strategy's name: for reports and a clear refusal
-        "procedure": trainer.procedure.state_dict(),
-        "statistics": trainer.prompt_statistics.state_dict(),
-        "epochs_closed": trainer._epochs_closed,
+    saved = {
+        "allocator": {"name": state.allocator.name},  # the strategy's name: for reports and a clear refusal
+        "procedure": state.procedure.state_dict(),
+        "statistics": state.prompt_statistics.state_dict(),
+        "epochs_closed": state.epochs_closed,
         # where in the data the run is: a stream resumes here (transformers cannot tell a stream's passes apart)
-        "epoch_position": {
-            "epoch": trainer._current_epoch,
-            "steps_in_epoch": int(trainer.state.global_step - trainer._epoch_start_step),
-        },
+        "epoch_position": state.epoch_position(global_step),
     }
-    return write_state(folder, state)
+    return write_state(folder, saved)
+
+
+def _check_procedure_name(state: AdaptiveState, saved: dict[str, Any], path: str) -> None:
+    """The saved ``"allocator"`` entry names this run's strategy."""
+    if saved["allocator"]["name"] != state.allocator.name:
+        raise ValueError(
+            f"{path} was written with allocator {saved['allocator']['name']!r} but this run uses "
+            f"{state.allocator.name!r}; resume with the same allocator."
+        )
+
+
+def procedure_tree(state: AdaptiveState, saved: dict[str, Any]) -> dict[str, Any]:
+    """The procedure's state tree of a parsed ``adaptive_state.json``; a file written before the tree (format 1, 2)
+    held the strategy's state (``allocator.state``) and the innermost procedure's own state apart."""
+    if saved.get("format_version", 1) >= 3:
+        return saved["procedure"]
+    return tree_from_separate_states(
+        state.procedure, state.allocator, saved["allocator"]["state"], saved.get("procedure", {})
+    )
 
 
 def resume_position(
-    trainer: AdaptiveGRPOTrainer, position: tuple[int, int], checkpoint: str | None
+    state: AdaptiveState, args: AdaptiveGRPOConfig, global_step: int, position: tuple[int, int], checkpoint: str | None
 ) -> tuple[int, int]:
     """transformers' ``(epochs_trained, batches to skip)``, or a stream's own from its checkpoint; records where the
     resumed epoch began (the next checkpoint's ``epoch_position``).
@@ -62,47 +82,33 @@ def resume_position(
     the first pass and replay the wrong ones. A checkpoint written before positions were saved resumes as it does.
     """
     saved = None
-    if trainer.training_prompts.streaming and checkpoint is not None and is_complete(checkpoint):
+    if state.training_prompts.streaming and checkpoint is not None and is_complete(checkpoint):
         saved = read_state(os.path.join(checkpoint, ADAPTIVE_STATE_FILE)).get("epoch_position")
     if saved is not None:
-        skip = 0 if trainer.args.ignore_data_skip else int(saved["steps_in_epoch"])
-        position = (int(saved["epoch"]), skip * trainer.args.gradient_accumulation_steps)
-    trainer._resumed_epochs_trained, steps_in_epoch = position
-    trainer._epoch_start_step = trainer.state.global_step - steps_in_epoch // trainer.args.gradient_accumulation_steps
+        skip = 0 if args.ignore_data_skip else int(saved["steps_in_epoch"])
+        position = (int(saved["epoch"]), skip * args.gradient_accumulation_steps)
+    state.resumed_epochs_trained, steps_in_epoch = position
+    state.epoch_start_step = global_step - steps_in_epoch // args.gradient_accumulation_steps
     return position
 
 
-def restorable_state(trainer: AdaptiveGRPOTrainer, path: str, remedy: str = "") -> dict[str, Any]:
-    """The state of ``path``, checked by loading it into copies of the trainer's store, allocator and procedure
-    (the trainer is not changed); a ValueError that says what cannot be restored, then ``remedy``."""
-    state: dict[str, Any] = read_state(path)
-    if state["allocator"]["name"] != trainer.allocator.name:
-        raise ValueError(
-            f"{path} was written with allocator {state['allocator']['name']!r} but this run uses "
-            f"{trainer.allocator.name!r}; resume with the same allocator."
-        )
-    _check_saved_settings(state["statistics"], trainer.prompt_statistics.config, path)
-    store = PromptStatistics(**trainer.prompt_statistics.config)
+def restorable_state(state: AdaptiveState, path: str, remedy: str = "") -> dict[str, Any]:
+    """The saved state of ``path`` (its procedure state as one tree), checked by loading it into copies of the run's
+    store and procedure (``state`` is not changed); a ValueError that says what cannot be restored, then ``remedy``."""
+    saved: dict[str, Any] = read_state(path)
+    _check_procedure_name(state, saved, path)
+    _check_saved_settings(saved["statistics"], state.prompt_statistics.config, path)
+    store = PromptStatistics(**state.prompt_statistics.config)
     try:
-        store.load_state_dict(state["statistics"])
-        state["procedure"] = procedure_tree(trainer, state)
-        copy.deepcopy(trainer.procedure).load_state_dict(state["procedure"])
+        store.load_state_dict(saved["statistics"])
+        saved["procedure"] = procedure_tree(state, saved)
+        copy.deepcopy(state.procedure).load_state_dict(saved["procedure"])
     except (AttributeError, KeyError, TypeError, ValueError) as error:
         raise ValueError(
             f"{path}: cannot restore the per-prompt statistics or the procedure state ({error}).{remedy}"
         ) from None
-    trainer.training_prompts.attach(store, path)  # refuses statistics of other prompts
-    return state
-
-
-def procedure_tree(trainer: AdaptiveGRPOTrainer, state: dict[str, Any]) -> dict[str, Any]:
-    """The procedure's state tree of a parsed ``adaptive_state.json``; a file written before the tree (format 1, 2)
-    held the strategy's state (``allocator.state``) and the innermost procedure's own state apart."""
-    if state.get("format_version", 1) >= 3:
-        return state["procedure"]
-    return tree_from_separate_states(
-        trainer.procedure, trainer.allocator, state["allocator"]["state"], state.get("procedure", {})
-    )
+    state.training_prompts.attach(store, path)  # refuses statistics of other prompts
+    return saved
 
 
 def _check_saved_settings(statistics: Any, config: dict[str, Any], path: str) -> None:
@@ -123,29 +129,28 @@ def _check_saved_settings(statistics: Any, config: dict[str, Any], path: str) ->
         )
 
 
-def load_adaptive_state(trainer: AdaptiveGRPOTrainer, path: str) -> None:
+def load_adaptive_state(state: AdaptiveState, path: str) -> None:
     """Restore what :func:`save_adaptive_state` wrote; refuses statistics of other prompts (fingerprints). Nothing
     changes when a check fails (:func:`restorable_state` checks everything first)."""
     remedy = (
         " Resume from an earlier checkpoint, or check that this run's statistics settings "
         f"({', '.join(STORE_SETTING_FIELDS.values())}) match the saved run's."
     )
-    state = restorable_state(trainer, path, remedy)
-    trainer.prompt_statistics.load_state_dict(state["statistics"])
-    trainer.procedure.load_state_dict(state["procedure"])
-    trainer.training_prompts.attach(trainer.prompt_statistics, path)
-    trainer._epochs_closed = int(state.get("epochs_closed", trainer.prompt_statistics.epoch))
-    trainer.refresh_success_rate_column()
+    saved = restorable_state(state, path, remedy)
+    state.prompt_statistics.load_state_dict(saved["statistics"])
+    state.procedure.load_state_dict(saved["procedure"])
+    state.training_prompts.attach(state.prompt_statistics, path)
+    state.epochs_closed = int(saved.get("epochs_closed", state.prompt_statistics.epoch))
 
 
-def checkpoint_to_resume(trainer: AdaptiveGRPOTrainer) -> str:
+def checkpoint_to_resume(state: AdaptiveState, output_dir: str) -> str:
     """``resume_from_checkpoint=True``: the newest checkpoint of ``output_dir`` whose state this run can restore.
 
     Newer checkpoints that are incomplete (a save was interrupted) or whose ``adaptive_state.json`` does not load
     are skipped with one warning that names each and why; a ValueError with every reason when none can be resumed.
     """
     skipped: dict[str, list[str]] = {}  # reason -> checkpoint names, newest first
-    folders = checkpoint_folders(trainer.args.output_dir)
+    folders = checkpoint_folders(output_dir)
     for folder in folders:
         name = os.path.basename(folder)
         if not is_complete(folder):
@@ -157,7 +162,7 @@ def checkpoint_to_resume(trainer: AdaptiveGRPOTrainer) -> str:
             continue
         path = os.path.join(folder, ADAPTIVE_STATE_FILE)
         try:
-            restorable_state(trainer, path)
+            restorable_state(state, path)
         except ValueError as error:
             skipped.setdefault(str(error).replace(path, ADAPTIVE_STATE_FILE).rstrip("."), []).append(name)
             continue
@@ -170,11 +175,11 @@ def checkpoint_to_resume(trainer: AdaptiveGRPOTrainer) -> str:
         return folder
     if not any(is_complete(folder) for folder in folders):
         raise ValueError(
-            f"resume_from_checkpoint=True but {trainer.args.output_dir} holds no complete checkpoint-N folder "
+            f"resume_from_checkpoint=True but {output_dir} holds no complete checkpoint-N folder "
             f"(one with {TRAINER_STATE_FILE} and {ADAPTIVE_STATE_FILE}). Start without resume_from_checkpoint."
         )
     raise ValueError(
-        f"resume_from_checkpoint=True but no checkpoint of {trainer.args.output_dir} can be resumed by this run: "
+        f"resume_from_checkpoint=True but no checkpoint of {output_dir} can be resumed by this run: "
         f"{_listed(skipped)}. No older checkpoint is left to fall back to: make this run's settings match the "
         "saved run's where a reason names them, or start without resume_from_checkpoint (fresh statistics)."
     )
@@ -185,9 +190,9 @@ def _listed(skipped: dict[str, list[str]]) -> str:
     return "; ".join(f"{', '.join(names)} ({reason})" for reason, names in skipped.items())
 
 
-def load_checkpoint_state(trainer: AdaptiveGRPOTrainer, checkpoint: str) -> None:
+def load_checkpoint_state(state: AdaptiveState, checkpoint: str) -> None:
     """Restore ``checkpoint``'s adaptive state, refusing an incomplete checkpoint; a checkpoint written on an epoch's
-    last step precedes ``on_epoch_end``, so that epoch is closed now."""
+    last step precedes ``on_epoch_end``, so that epoch is closed now. The trainer refreshes its dataset column."""
     if not is_complete(checkpoint):
         newest = newest_complete_checkpoint(os.path.dirname(os.path.abspath(checkpoint)))
         raise FileNotFoundError(
@@ -197,6 +202,6 @@ def load_checkpoint_state(trainer: AdaptiveGRPOTrainer, checkpoint: str) -> None
             + (f"Resume from {newest} instead, or " if newest else "")
             + "pass resume_from_checkpoint=True to pick the newest complete checkpoint."
         )
-    load_adaptive_state(trainer, os.path.join(checkpoint, ADAPTIVE_STATE_FILE))
-    trainer._close_epochs_through(trainer._resumed_epochs_trained)
-    trainer.statistics_hold_the_run = True
+    load_adaptive_state(state, os.path.join(checkpoint, ADAPTIVE_STATE_FILE))
+    state.close_epochs_through(state.resumed_epochs_trained)
+    state.statistics_hold_the_run = True

@@ -7,6 +7,8 @@
 - Shaped rewards that never reach ``success_threshold``: once the first epoch is closed with no success at all, every
   prompt reads p = 0 and no allocator can tell them apart; 0/1 rewards with no success are a hard task, not a
   threshold set wrong, and are not warned about.
+- Dynamic sampling that had to fill its batch: after its extra rounds too few groups had a reward spread, so the
+  batch was filled with completions of dropped groups that add no gradient.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ class RewardChecks:
         self.checked_first_epoch = False
         self.shaped = False  # a finite reward other than 0 and 1 was seen
         self.highest = -np.inf  # the highest finite reward seen
+        self.warned_dynamic_fill = False
 
     def observe(self, rewards: np.ndarray, prompt_ids: np.ndarray, store: PromptStatistics) -> None:
         """Look at one generation batch's rewards (every completion scored, NaN where unscorable) after the store
@@ -52,6 +55,13 @@ class RewardChecks:
             self.checked_first_epoch = True
             if self.shaped and store.batch(store.prompt_ids).successes.sum() == 0:
                 warnings.warn(_no_success_message(store.success_threshold, self.highest), stacklevel=3)
+
+    def dynamic_fill(self, filled: float, trained: int, max_rounds: int) -> None:
+        """Look at one batch's ``dynamic_sampling/filled`` (of its ``trained`` completions, after ``max_rounds``
+        extra rounds)."""
+        if filled and not self.warned_dynamic_fill:
+            self.warned_dynamic_fill = True
+            warnings.warn(_fill_message(filled, trained, max_rounds), stacklevel=4)
 
 
 def _infinite_message(values: np.ndarray, prompt_ids: np.ndarray, scale_rewards: str) -> str:
@@ -73,6 +83,15 @@ def _no_success_message(threshold: float, highest: float) -> str:
         f"was {highest!r}): every prompt counts as unsolved (p = 0), so the allocator cannot tell prompts apart. "
         "With shaped rewards, set success_threshold to the reward that means solved (e.g. the correctness "
         "function's value for a correct answer). Warned once."
+    )
+
+
+def _fill_message(filled: float, trained: int, max_rounds: int) -> str:
+    return (
+        f"Dynamic sampling: after {max_rounds} extra round(s) the batch still lacked {int(filled)} of {trained} "
+        "completions with signal; they were filled with completions of dropped (all-correct or all-wrong) groups with "
+        "advantage weight 0, so they add no gradient. Logged as dynamic_sampling/filled; raise "
+        "dynamic_sampling_max_rounds if this happens often. (Warned once.)"
     )
 
 

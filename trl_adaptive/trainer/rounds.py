@@ -1,11 +1,12 @@
 """The trainer's side of a sampling procedure: its context, and one round generated across ranks.
 
-The procedure (``trl_adaptive.sampling``) runs on the main process only; each round it asks for is broadcast, every
-rank generates its share in lockstep (one ``/v1/completions`` request in vLLM server mode), and the gathered rewards
-go back to it. A round runs GRPOTrainer's own ``_generate_and_score_completions`` up to its ``_generate`` call (so the
-per-row set-up TRL does there, tool dicts and images, is TRL's), scores what came back with the row's extra fields
-(a ``rollout_func``'s), and stops there: nothing before that call talks across ranks, and no forward pass is spent
-on completions that may not be trained. A round's jobs (one per completion, prompt-major) are laid out over the
+The procedure (``trl_adaptive.sampling``) runs on the main process only; each round it asks for is broadcast (a
+:class:`RoundMessage`, and an :class:`OutcomeMessage` once it finished), every rank generates its share in lockstep
+(one ``/v1/completions`` request in vLLM server mode), and the gathered rewards go back to it. A round runs
+GRPOTrainer's own ``_generate_and_score_completions`` up to its ``_generate`` call (so the per-row set-up TRL does
+there, tool dicts and images, is TRL's), scores what came back with the row's extra fields (a ``rollout_func``'s),
+and stops there: nothing before that call talks across ranks, and no forward pass is spent on completions that may
+not be trained. A round's jobs (one per completion, prompt-major) are laid out over the
 ranks, tokens balanced, when group sizes differ (``dispatch.round_order``) and put back in the procedure's order
 afterwards, so the batch's record, the completions kept for the training pass and the rewards all line up. The
 training pass then replays the chosen completions through GRPOTrainer (``_generate`` / ``_calculate_rewards`` hand
@@ -25,10 +26,11 @@ import torch
 from accelerate.utils import broadcast_object_list, gather_object
 from trl import GRPOTrainer
 
-from ..sampling import BatchContext
+from ..sampling import BatchContext, BatchRun, Outcome, Round
 from ..stats import stable_prompt_ids
 from .completion_logs import replay_extras, take_round_extras
 from .dispatch import rank_slice, rank_tokens, round_order
+from .hook_state import HookState, Replay
 from .random_streams import DRAW_PROMPTS, PROCEDURE, step_seed
 
 if TYPE_CHECKING:
@@ -37,6 +39,38 @@ if TYPE_CHECKING:
 
 class RoundCaptured(Exception):
     """Raised by the trainer's ``_generate`` once a round's completions are captured (never escapes ``run_round``)."""
+
+
+@dataclass(frozen=True)
+class RoundMessage:
+    """The main process's next round, broadcast to every rank: the procedure's ``request``, its ``jobs`` (one per
+    completion, prompt-major: indices into ``record_ids``) and ``record_ids``, the prompt ids of the batch's record."""
+
+    request: Round
+    jobs: np.ndarray
+    record_ids: np.ndarray
+
+
+@dataclass(frozen=True)
+class OutcomeMessage:
+    """The main process's word that the procedure finished the batch, broadcast to every rank, with its outcome."""
+
+    outcome: Outcome
+
+
+def next_message(run: BatchRun) -> RoundMessage | OutcomeMessage:
+    """Main process: the procedure's outcome once it finished, else its next round."""
+    if run.finished:
+        return OutcomeMessage(run.outcome())
+    return RoundMessage(*run.next_round(), run.record.prompt_ids)
+
+
+def observe_round(
+    run: BatchRun, jobs: np.ndarray, rewards: np.ndarray, tokens: np.ndarray
+) -> RoundMessage | OutcomeMessage:
+    """Main process: hand a round's rewards and lengths to the procedure; its next round, or the outcome."""
+    run.observe(jobs, rewards, tokens)
+    return next_message(run)
 
 
 @dataclass
@@ -64,11 +98,12 @@ class Generated:
         tool_images = tool_images if any(tool_images) else []
         return prompt_ids, completion_ids, tool_mask, texts, logps, {}, images, tool_images
 
-    def replay_pass(self, dispatched: np.ndarray, local: slice) -> tuple:
-        """What the training pass hands back in place of generating and scoring (``trainer._replay``): this rank's
-        ``_generate`` output, every rank's rewards (gathered, in dispatch order), this rank's ``log_extra`` columns."""
+    def replay_pass(self, dispatched: np.ndarray, local: slice) -> Replay:
+        """What the training pass hands back in place of generating and scoring: this rank's ``_generate`` output,
+        every rank's rewards (gathered, in dispatch order), this rank's ``log_extra`` columns."""
         rewards = self.all_rewards_per_func[torch.as_tensor(dispatched)]
-        return self.replay(dispatched[local]), rewards, replay_extras([s[7] for s in self.samples], dispatched[local])
+        extras = replay_extras([s[7] for s in self.samples], dispatched[local])
+        return Replay(self.replay(dispatched[local]), rewards, extras)
 
 
 def batch_context(trainer: AdaptiveGRPOTrainer, prompt_ids: np.ndarray) -> BatchContext:
@@ -126,6 +161,14 @@ def share(trainer: AdaptiveGRPOTrainer, value: Any) -> Any:
     return payload[0]
 
 
+def add_rows(trainer: AdaptiveGRPOTrainer, rows: dict[int, dict], prompt_ids: np.ndarray) -> None:
+    """Rows of prompts the procedure drew beyond the batch (from the training data)."""
+    missing = [i for i in prompt_ids.tolist() if i not in rows]
+    if missing:
+        new = trainer.training_prompts.rows(np.asarray(missing, dtype=np.int64))
+        rows.update(zip(missing, new, strict=True))
+
+
 def local_rows(trainer: AdaptiveGRPOTrainer, rows: dict[int, dict], prompt_ids: np.ndarray) -> list[dict]:
     """Copies of this rank's rows (the parent mutates them), with the live success rate for reward functions; when an
     environment owns the data, GRPOTrainer's placeholder rows as they are (reset() and the reward functions get the
@@ -143,12 +186,14 @@ def local_rows(trainer: AdaptiveGRPOTrainer, rows: dict[int, dict], prompt_ids: 
 
 def run_round(
     trainer: AdaptiveGRPOTrainer,
+    hooks: HookState,
     rows: dict[int, dict],
     job_prompt_ids: np.ndarray,
     round_index: int,
     generated: Generated,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Generate and score one completion per job on every rank; append to ``generated`` in job order.
+    """Generate and score one completion per job on every rank; append to ``generated`` in job order. The
+    trainer's ``_generate`` hands the round's completions over through ``hooks.capture`` and stops the pass there.
 
     Returns the total reward of each job's completion (NaN when unscorable) and its generated tokens, in job order.
     """
@@ -156,12 +201,12 @@ def run_round(
     order = round_order(trainer, job_prompt_ids, round_index)
     local = rank_slice(len(order), num_processes, trainer.accelerator.process_index)
     mine = local_rows(trainer, rows, job_prompt_ids[order[local]])
-    trainer._capture = []
+    hooks.capture = []
     try:
         with contextlib.suppress(RoundCaptured):
             GRPOTrainer._generate_and_score_completions(trainer, mine)
     finally:
-        captured, trainer._capture = trainer._capture, None
+        captured, hooks.capture = hooks.capture, None
     if len(captured) != 1:
         raise RuntimeError("GRPOTrainer._generate_and_score_completions did not call _generate once (trl 1.16 does).")
     prompts, output = captured[0]

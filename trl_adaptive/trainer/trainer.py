@@ -28,41 +28,38 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from trl import GRPOTrainer
 
 from ..allocation import Allocator
-from ..run_files import FINAL_STATISTICS_FILE
 from ..sampling import BatchRun, Outcome, Procedure
 from ..serving.vllm_cpu import cpu_vllm_construction, use_reload_for_colocate
 from ..stats import PromptStatistics
+from .adaptive_state import AdaptiveState, checked_training_prompts
 from .advantages import group_advantages
 from .callback import SuccessRateCallback
 from .config import AdaptiveGRPOConfig
 from .dispatch import log_rank_balance, planned_order, rank_slice, replay_dispatch
-from .inputs import (
-    build_procedure_from_config,
-    check_dataset_holds_a_batch,
-    check_procedure_reads_the_data,
-    innermost,
-    reject_unsupported_features,
-    warn_if_saves_split_generation_batches,
-)
+from .hook_state import HookState, Replay
+from .inputs import build_procedure_from_config, reject_unsupported_features, warn_if_saves_split_generation_batches
 from .metrics import completion_scale, log_allocation, log_rounds, record_allocation
 from .model_card import extend_model_card
 from .persistence import (
     checkpoint_to_resume,
-    initial_statistics,
     load_adaptive_state,
     load_checkpoint_state,
     resume_position,
     save_adaptive_state,
 )
-from .prompts import training_prompts
 from .reward_checks import RewardChecks
 from .rounds import (
     Generated,
+    OutcomeMessage,
     RoundCaptured,
+    RoundMessage,
+    add_rows,
     batch_context,
     batch_prompt_rows,
     gathered_lengths,
     local_rows,
+    next_message,
+    observe_round,
     run_round,
     share,
     total_rewards,
@@ -89,14 +86,10 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
         ```
     """
 
-    # Per-batch state of the hooks, at class level so that they run on an object built without __init__ (as TRL's
-    # own tests build GRPOTrainer.__new__(GRPOTrainer)); the hooks assign instance values, never mutate these.
-    _rewards_per_func: torch.Tensor | None = None  # TRL's gathered (T, K) rewards of the last pass
-    _completion_tokens: np.ndarray | None = None  # and the (T,) generated tokens of its completions
-    _replay: tuple | None = None  # for the pass after rounds: rounds.Generated.replay_pass
-    _capture: list | None = None  # set by rounds.run_round: _generate hands its output over and stops
-    _round_rewards: torch.Tensor | None = None  # every completion of this batch's rounds (Seq's baseline)
-    _generation_seconds = 0.0  # in _generate since the last logged batch
+    # The hooks' per-batch state (hook_state.py). The class-level None is never mutated: the first use assigns an
+    # instance value, so that the hooks run on an object built without __init__ (as TRL's own tests build
+    # GRPOTrainer.__new__(GRPOTrainer)).
+    _hook_state_of_instance: HookState | None = None
 
     def __init__(
         self,
@@ -118,32 +111,12 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
             )
         train_dataset, owned = reject_unsupported_features(train_dataset, args, positional, kwargs)
         self.environment_owns_the_data = owned  # environment_factory without a train_dataset: environment_data.py
-        self.training_prompts = training_prompts(
-            train_dataset, args.prompt_id_column, args.success_rate_column, args.success_rate_prior_weight
-        )
-        train_dataset = self.training_prompts.dataset
-        streaming = self.training_prompts.streaming
-        if not streaming:
-            check_dataset_holds_a_batch(len(train_dataset), args)
-        num_prompts = args.generation_batch_size // args.num_generations
-
-        self.procedure = build_procedure_from_config(args, None if streaming else len(train_dataset), allocator, owned)
-        self.procedure.check(num_prompts, args.generation_batch_size, args.num_generations)
-        check_procedure_reads_the_data(self.procedure, streaming)
-        # The strategy by name: the plan-ahead allocator, or the round procedure that takes its place (Seq).
-        self.allocator = (
-            self.procedure.allocator if self.procedure.allocator is not None else innermost(self.procedure)
-        )
-        self.prompt_statistics = initial_statistics(statistics, args)
-        self.training_prompts.attach(self.prompt_statistics, "statistics passed to AdaptiveGRPOTrainer")
-        self.training_prompts.apply_prior(self.prompt_statistics)
+        # The training prompts, the sampling procedure, the statistics and the epoch bookkeeping: adaptive_state.py
+        prompts = checked_training_prompts(train_dataset, args)
+        train_dataset, size = prompts.dataset, None if prompts.streaming else len(prompts.dataset)
+        procedure = build_procedure_from_config(args, size, allocator, owned)  # here: its warnings point at the caller
+        self.adaptive_state = AdaptiveState.for_run(prompts, procedure, statistics, args)
         self._train_sampler: EpochSeededRepeatSampler | None = None
-        self._epochs_closed = 0  # trainer epochs whose statistics have been closed (end_epoch) in this run
-        self._current_epoch = 0
-        self._epoch_start_step = 0  # global step at which the current epoch began: where a stream resumes
-        self._resumed_epochs_trained = 0
-        self.statistics_hold_the_run = True  # False from a resume's start until its checkpoint is restored
-        self._warned_dynamic_fill = False
 
         cpu_paths = cpu_vllm_construction(
             args.use_vllm,
@@ -158,10 +131,49 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
             self.train_dataset = train_dataset
         if cpu and args.vllm_mode == "colocate":
             use_reload_for_colocate(self.vllm_generation)  # TRL's in-place load_weights fails on vLLM-CPU
-        self.add_callback(SuccessRateCallback(self))
+        self.add_callback(SuccessRateCallback(self.adaptive_state, self.refresh_success_rate_column))
         self._reward_checks = RewardChecks(self.scale_rewards)  # warnings, once each, about rewards (reward_checks.py)
         self.refresh_success_rate_column()
         warn_if_saves_split_generation_batches(args)
+
+    @property
+    def prompt_statistics(self) -> PromptStatistics:
+        """The per-prompt statistics store (success rates, evidence and expected lengths of every prompt seen), saved
+        with every checkpoint and as ``output_dir/prompt_statistics.json`` when training ends."""
+        return self.adaptive_state.prompt_statistics
+
+    @property
+    def procedure(self) -> Procedure:
+        """The sampling procedure that decides each generation batch's rounds (``trl_adaptive.sampling``), built from
+        ``args`` or around the ``allocator`` passed to the trainer."""
+        return self.adaptive_state.procedure
+
+    @property
+    def allocator(self) -> Allocator | Procedure:
+        """The strategy by name: the procedure's plan-ahead :class:`Allocator`, or the round procedure that takes its
+        place (Reinforce-Ada Seq)."""
+        return self.adaptive_state.allocator
+
+    @property
+    def training_prompts(self) -> Any:
+        """The training data's prompts (``trainer/prompts.py``): a dataset's, or a stream's, learned as it comes."""
+        return self.adaptive_state.training_prompts
+
+    @property
+    def statistics_hold_the_run(self) -> bool:
+        """Whether ``prompt_statistics`` holds this run's statistics: False from a resume's start until its checkpoint
+        is restored (no ``prompt_statistics.json`` is written from the store meanwhile)."""
+        return self.adaptive_state.statistics_hold_the_run
+
+    @statistics_hold_the_run.setter
+    def statistics_hold_the_run(self, value: bool) -> None:
+        self.adaptive_state.statistics_hold_the_run = value
+
+    @property
+    def _hook_state(self) -> HookState:
+        if self._hook_state_of_instance is None:
+            self._hook_state_of_instance = HookState()
+        return self._hook_state_of_instance
 
     # ---------------------------------------------------------------------------------------------------------------
     # Overrides of GRPOTrainer's private hooks (trl 1.16; pinned by tests/test_trl_contract.py)
@@ -193,15 +205,15 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
         exact. Under accelerate's shard / skip samplers (several processes, mid-epoch resume) the trainer's
         ``set_epoch`` never reaches our sampler, so it is set here directly.
         """
-        self._close_epochs_through(epoch)
-        self._current_epoch = epoch
-        if epoch > self._resumed_epochs_trained:  # the epoch a run resumed into began before its checkpoint
-            self._epoch_start_step = self.state.global_step
+        if self.adaptive_state.begin_epoch(epoch, self.state.global_step):
+            self.refresh_success_rate_column()
         if self._train_sampler is not None:
             self._train_sampler.set_epoch(epoch)
         if self.state.global_step >= self.state.max_steps > 0:  # a stream resumed from its final checkpoint:
             self.control.should_training_stop = True  # transformers' epoch loop would start a pass and train on;
-            self._close_epochs_through(epoch + 1)  # the checkpoint precedes the on_epoch_end the run ended with
+            # the checkpoint precedes the on_epoch_end the run ended with
+            if self.adaptive_state.close_epochs_through(epoch + 1):
+                self.refresh_success_rate_column()
             return None
         return super()._run_epoch(model, epoch, *args, **kwargs)
 
@@ -214,14 +226,16 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
         position = super()._init_training_state(
             max_steps, num_update_steps_per_epoch, num_train_epochs, resume_from_checkpoint, trial
         )
-        return resume_position(self, position, resume_from_checkpoint)
+        return resume_position(
+            self.adaptive_state, self.args, self.state.global_step, position, resume_from_checkpoint
+        )
 
     def train(self, resume_from_checkpoint: str | bool | None = None, *args, **kwargs):
         """``resume_from_checkpoint=True`` resumes from the newest checkpoint whose state this run can restore
         (``persistence.checkpoint_to_resume``), and the final ``prompt_statistics.json`` is written however training
         ends (finished, stopped or interrupted), but not by a resume that failed before restoring the statistics."""
         if resume_from_checkpoint is True:
-            resume_from_checkpoint = checkpoint_to_resume(self)
+            resume_from_checkpoint = checkpoint_to_resume(self.adaptive_state, self.args.output_dir)
         # A resume holds the run's statistics only once its checkpoint is restored (load_checkpoint_state).
         self.statistics_hold_the_run = resume_from_checkpoint in (None, False)
         try:
@@ -240,13 +254,14 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
         """Unchanged; keeps the gathered ``(T, K)`` rewards (advantages are recomputed per variable group) and lengths.
         The pass after rounds returns the rounds' rewards (reward functions may be slow or random) and log_extra."""
-        if self._replay is not None:
-            self._pending_extra_logs.update(self._replay[2])
-            self._rewards_per_func = self._replay[1].to(self.accelerator.device)
-            return self._rewards_per_func
+        hooks = self._hook_state
+        if hooks.replay is not None:
+            self._pending_extra_logs.update(hooks.replay.log_extra)
+            hooks.rewards_per_func = hooks.replay.rewards_per_func.to(self.accelerator.device)
+            return hooks.rewards_per_func
         rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
-        self._rewards_per_func = rewards_per_func
-        self._completion_tokens = gathered_lengths(self, completion_ids_list)  # every rank's, in dispatch order
+        hooks.rewards_per_func = rewards_per_func
+        hooks.completion_tokens = gathered_lengths(self, completion_ids_list)  # every rank's, in dispatch order
         return rewards_per_func
 
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -260,7 +275,7 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
             # Keep the completions table's group_size column aligned with evaluation's fixed groups.
             num_completions = len(inputs) * self.accelerator.num_processes
             self._logs["extra"]["group_size"].extend([self.num_generations_eval] * num_completions)
-            self._generation_seconds = 0.0  # training's generation/seconds counts training batches only
+            self._hook_state.generation_seconds = 0.0  # training's generation/seconds counts training batches only
             return output
 
         batch_ids, prompt_rows = batch_prompt_rows(self, inputs)
@@ -270,63 +285,55 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
         if self.accelerator.is_main_process:
             ctx = batch_context(self, batch_ids)
             run = BatchRun(self.procedure, ctx, round_multiple=self.accelerator.num_processes)
-        step = share(self, ("round", *run.next_round(), run.record.prompt_ids) if run else None)
-        if step[1].final:  # one planned round, trained whole: GRPOTrainer generates it in its own pass
-            output, outcome, dispatched = self._generate_planned(run, rows, *step[2:])
+        message = share(self, next_message(run) if run else None)
+        if message.request.final:  # one planned round, trained whole: GRPOTrainer generates it in its own pass
+            output, outcome, dispatched = self._generate_planned(run, rows, message)
         else:
-            output, outcome, dispatched = self._generate_in_rounds(run, rows, step)
+            output, outcome, dispatched = self._generate_in_rounds(run, rows, message)
         return self._finish_batch(output, outcome, dispatched)
 
-    def _generate_planned(self, run: BatchRun | None, rows: dict, jobs: np.ndarray, record_ids: np.ndarray):
+    def _generate_planned(self, run: BatchRun | None, rows: dict, message: RoundMessage):
         """The parent's own generation and scoring of the round's jobs (balanced over ranks when sizes differ)."""
-        self._add_rows(rows, record_ids)  # CERO's pacing may plan prompts it drew beyond the batch
-        self._round_rewards = None  # no rounds: every group's baseline is its trained completions
+        jobs, record_ids = message.jobs, message.record_ids
+        add_rows(self, rows, record_ids)  # CERO's pacing may plan prompts it drew beyond the batch
+        hooks = self._hook_state
+        hooks.round_rewards = None  # no rounds: every group's baseline is its trained completions
         order = planned_order(self, jobs, record_ids)
         output = self._training_pass(rows, record_ids[jobs[order]], replay=None)
-        log_rank_balance(self, self._completion_tokens)  # every rank's, in dispatch order
+        log_rank_balance(self, hooks.completion_tokens)  # every rank's, in dispatch order
         back = np.argsort(order)
-        rewards = total_rewards(self._rewards_per_func, self.reward_weights)[back]
-        outcome = share(self, self._observe(run, jobs, rewards, self._completion_tokens[back])[1] if run else None)
-        if len(outcome.selected) != len(jobs):
+        rewards = total_rewards(hooks.rewards_per_func, self.reward_weights)[back]
+        message = share(self, observe_round(run, jobs, rewards, hooks.completion_tokens[back]) if run else None)
+        if not isinstance(message, OutcomeMessage) or len(message.outcome.selected) != len(jobs):
             raise AssertionError(f"{type(self.procedure).__name__} asked for a final round but did not train it all.")
-        return output, outcome, order
+        return output, message.outcome, order
 
-    def _generate_in_rounds(self, run: BatchRun | None, rows: dict, step: tuple):
+    def _generate_in_rounds(self, run: BatchRun | None, rows: dict, message: RoundMessage | OutcomeMessage):
         """Every round generated across ranks until the procedure finishes; then the training pass replays the
         completions it chose, spread over the ranks."""
-        generated = Generated()
-        while step[0] == "round":
-            _, _, jobs, record_ids = step
-            self._add_rows(rows, record_ids)
-            rewards, tokens = run_round(self, rows, record_ids[jobs], len(generated.rewards_per_func), generated)
-            step = share(self, self._observe(run, jobs, rewards, tokens) if run else None)
-        outcome: Outcome = step[1]
-        self._add_rows(rows, outcome.record.prompt_ids)
+        generated, hooks = Generated(), self._hook_state
+        while isinstance(message, RoundMessage):
+            jobs, record_ids = message.jobs, message.record_ids
+            add_rows(self, rows, record_ids)
+            rewards, tokens = run_round(
+                self, hooks, rows, record_ids[jobs], len(generated.rewards_per_func), generated
+            )
+            message = share(self, observe_round(run, jobs, rewards, tokens) if run else None)
+        outcome: Outcome = message.outcome
+        add_rows(self, rows, outcome.record.prompt_ids)
         dispatched = replay_dispatch(self, outcome.record, outcome.selected, generated.rank_tokens)
         local = rank_slice(len(dispatched), self.accelerator.num_processes, self.accelerator.process_index)
         replay = generated.replay_pass(dispatched, local)
         output = self._training_pass(rows, outcome.record.prompt_ids[outcome.record.group_ids[dispatched]], replay)
-        self._round_rewards = generated.all_rewards_per_func
+        hooks.round_rewards = generated.all_rewards_per_func
         return output, outcome, dispatched
 
-    def _observe(self, run: BatchRun, jobs: np.ndarray, rewards: np.ndarray, tokens: np.ndarray) -> tuple:
-        """Main process: hand the round's rewards and lengths to the procedure; the next round, or the outcome."""
-        run.observe(jobs, rewards, tokens)
-        if run.finished:
-            return ("outcome", run.outcome())
-        return ("round", *run.next_round(), run.record.prompt_ids)
-
-    def _add_rows(self, rows: dict, prompt_ids: np.ndarray) -> None:
-        """Rows of prompts the procedure drew beyond the batch (from the training data)."""
-        missing = [i for i in prompt_ids.tolist() if i not in rows]
-        if missing:
-            rows.update(zip(missing, self.training_prompts.rows(np.asarray(missing, dtype=np.int64)), strict=True))
-
-    def _training_pass(self, rows: dict, row_prompt_ids: np.ndarray, replay: tuple | None) -> dict[str, Any]:
+    def _training_pass(self, rows: dict, row_prompt_ids: np.ndarray, replay: Replay | None) -> dict[str, Any]:
         """GRPOTrainer's generate-and-score on this rank's rows (every rank's, in dispatch order), checked."""
         total = len(row_prompt_ids)
         local = rank_slice(total, self.accelerator.num_processes, self.accelerator.process_index)
-        self._rewards_per_func, self._replay = None, replay
+        hooks = self._hook_state
+        hooks.rewards_per_func, hooks.replay = None, replay
         # Replaying rounds already generated and scored: environments must not be drawn and reset() again.
         environments = self.environment_factories, self.environments
         if replay is not None:
@@ -334,26 +341,20 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
         try:
             output = super()._generate_and_score_completions(local_rows(self, rows, row_prompt_ids[local]))
         finally:
-            self._replay = None
+            hooks.replay = None
             self.environment_factories, self.environments = environments
-        rewards_per_func = self._rewards_per_func
-        if rewards_per_func is None or tuple(rewards_per_func.shape) != (total, len(self.reward_funcs)):
-            raise RuntimeError(
-                f"Expected TRL's gathered rewards of shape ({total}, {len(self.reward_funcs)}), got "
-                f"{None if rewards_per_func is None else tuple(rewards_per_func.shape)}. trl_adaptive is pinned to "
-                "trl 1.16; a different trl version changed GRPOTrainer's internals."
-            )
+        hooks.check_rewards(total, len(self.reward_funcs))
         return output
 
     def _finish_batch(self, output: dict[str, Any], outcome: Outcome, dispatched: np.ndarray) -> dict[str, Any]:
         """Advantages over the real groups, scaled by the procedure's weights; statistics; state; logs."""
-        record = outcome.record
-        rewards_per_func = self._rewards_per_func
+        record, hooks = outcome.record, self._hook_state
+        rewards_per_func = hooks.rewards_per_func
         group_ids = record.group_ids[dispatched]
         device = rewards_per_func.device
         reference = None
         if outcome.baseline_from_all:  # Seq: each baseline from every completion drawn
-            reference = (self._round_rewards.to(rewards_per_func), torch.as_tensor(record.group_ids, device=device))
+            reference = (hooks.round_rewards.to(rewards_per_func), torch.as_tensor(record.group_ids, device=device))
         result = group_advantages(
             rewards_per_func,
             self.reward_weights,
@@ -370,25 +371,28 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
         output["advantages"] = advantages[local]
 
         rewards = result.rewards.cpu().numpy().astype(np.float64)
-        record_allocation(self, outcome, group_ids, rewards)
+        record_allocation(self, outcome, group_ids, rewards)  # the store's length estimates before this step's update
         self.prompt_statistics.update(record.prompt_ids[record.group_ids], record.rewards, record.completion_tokens)
         if self.accelerator.is_main_process:
             self.procedure.end_step(outcome)  # the procedure's and allocator's state move once per step
             self._reward_checks.observe(record.rewards, record.prompt_ids[record.group_ids], self.prompt_statistics)
-        log_rounds(self, outcome)
-        log_allocation(self, outcome, group_ids, rewards, result, advantages)
+        filled = record.metrics.get("dynamic_sampling/filled", 0)
+        self._reward_checks.dynamic_fill(filled, len(outcome.selected), self.args.dynamic_sampling_max_rounds)
+        log_rounds(self, outcome, rewards_per_func if hooks.round_rewards is None else hooks.round_rewards)
+        log_allocation(self, outcome, group_ids, rewards, result, advantages, hooks.take_generation_seconds())
         return output
 
     def _generate(self, prompts):
         """Unchanged, except in the training pass after rounds: hand back the completions the rounds chose. Timed:
         ``generation/seconds`` is this rank's time in generation per batch, every round included."""
-        if self._replay is not None:
-            return self._replay[0]
+        hooks = self._hook_state
+        if hooks.replay is not None:
+            return hooks.replay.output
         start = time.perf_counter()
         output = super()._generate(prompts)
-        self._generation_seconds += time.perf_counter() - start
-        if self._capture is not None:  # a round of a procedure: rounds.run_round scores it and stops the pass here
-            self._capture.append((prompts, output))
+        hooks.generation_seconds += time.perf_counter() - start
+        if hooks.capture is not None:  # a round of a procedure: rounds.run_round scores it and stops the pass here
+            hooks.capture.append((prompts, output))
             raise RoundCaptured
         return output
 
@@ -406,7 +410,8 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
         """Unchanged, then restores this trainer's own state from the same checkpoint (``persistence.py``)."""
         super()._load_optimizer_and_scheduler(checkpoint)
         if checkpoint is not None:
-            load_checkpoint_state(self, checkpoint)
+            load_checkpoint_state(self.adaptive_state, checkpoint)
+            self.refresh_success_rate_column()
 
     # ---------------------------------------------------------------------------------------------------------------
     # Allocation, statistics and state
@@ -418,26 +423,18 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
 
     def save_adaptive_state(self, folder: str) -> str:
         """Write statistics, allocator state and epoch bookkeeping to ``folder/adaptive_state.json`` atomically."""
-        return save_adaptive_state(self, folder)
+        return save_adaptive_state(self.adaptive_state, folder, self.state.global_step)
 
     def load_adaptive_state(self, path: str) -> None:
         """Restore what :meth:`save_adaptive_state` wrote; refuses statistics of other prompts (fingerprints)."""
-        load_adaptive_state(self, path)
+        load_adaptive_state(self.adaptive_state, path)
+        self.refresh_success_rate_column()
 
     def save_final_statistics(self) -> None:
         """Write the store to ``output_dir/prompt_statistics.json`` (main process), atomically; nothing while a
         resume has not restored its checkpoint's statistics (the file keeps the run's, not an empty store)."""
-        if self.args.should_save and self.statistics_hold_the_run:
-            self.prompt_statistics.save(os.path.join(self.args.output_dir, FINAL_STATISTICS_FILE))
-
-    def _close_epochs_through(self, epoch: int) -> None:
-        """Close trainer epochs ``[epochs_closed, epoch)`` in the store; closing an epoch twice is impossible."""
-        closed_any = self._epochs_closed < epoch
-        while self._epochs_closed < epoch:
-            self.prompt_statistics.end_epoch()
-            self._epochs_closed += 1
-        if closed_any:
-            self.refresh_success_rate_column()
+        if self.args.should_save:
+            self.adaptive_state.save_final_statistics(self.args.output_dir)
 
     def create_model_card(self, model_name=None, dataset_name=None, tags=None, statistics_repo_id=None) -> None:
         """TRL's GRPO card (base_trainer.py) plus an "Adaptive allocation" section (allocator, hyperparameters,

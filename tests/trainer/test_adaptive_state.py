@@ -1,0 +1,119 @@
+"""The run's adaptive state without a trainer (``trl_adaptive/trainer/adaptive_state.py``): epoch bookkeeping,
+``adaptive_state.json`` written and restored through it alone; the hooks' per-batch state; the broadcast messages."""
+
+from __future__ import annotations
+
+import json
+import pickle
+
+import numpy as np
+import pytest
+import torch
+from datasets import Dataset
+from helpers.trainer import tiny_config_kwargs
+
+from trl_adaptive import AdaptiveGRPOConfig, get_allocator
+from trl_adaptive.sampling import BatchContext, BatchRun, PlanAhead
+from trl_adaptive.stats import PromptStatistics
+from trl_adaptive.trainer.adaptive_state import AdaptiveState, checked_training_prompts
+from trl_adaptive.trainer.hook_state import HookState
+from trl_adaptive.trainer.persistence import load_adaptive_state, restorable_state, save_adaptive_state
+from trl_adaptive.trainer.rounds import OutcomeMessage, RoundMessage, next_message, observe_round
+
+
+def _state(tmp_path, prompts: int = 8, **config) -> AdaptiveState:
+    config.setdefault("allocator", "knapsack")
+    args = AdaptiveGRPOConfig(**tiny_config_kwargs(str(tmp_path), **config))
+    dataset = Dataset.from_dict({"prompt": [f"prompt {i}" for i in range(prompts)]})
+    prompts_ = checked_training_prompts(dataset, args)
+    return AdaptiveState.for_run(prompts_, args.build_procedure(), None, args)
+
+
+def test_epochs_close_once_each_and_say_when_they_did(tmp_path):
+    state = _state(tmp_path)
+    state.prompt_statistics.update([0, 0, 1], [1.0, 0.0, 1.0])
+    assert state.close_epochs_through(2) is True
+    assert state.epochs_closed == 2 and state.prompt_statistics.epoch == 2
+    assert state.close_epochs_through(1) is False and state.close_epochs_through(2) is False
+    assert state.prompt_statistics.epoch == 2
+
+
+def test_an_epoch_begins_where_the_run_is_unless_a_resume_began_it_earlier(tmp_path):
+    state = _state(tmp_path)
+    assert state.begin_epoch(0, 0) is False and state.epoch_position(3) == {"epoch": 0, "steps_in_epoch": 3}
+    assert state.begin_epoch(1, 4) is True and state.epoch_position(6) == {"epoch": 1, "steps_in_epoch": 2}
+    resumed = _state(tmp_path)
+    resumed.resumed_epochs_trained, resumed.epoch_start_step = 1, 4  # resumed at step 5, in epoch 1
+    resumed.begin_epoch(1, 5)
+    assert resumed.epoch_position(6) == {"epoch": 1, "steps_in_epoch": 2}
+
+
+def test_the_state_file_round_trips_through_the_state_alone(tmp_path):
+    state = _state(tmp_path)
+    state.prompt_statistics.update([0, 1, 1], [1.0, 0.0, 1.0], [5.0, 7.0, 9.0])
+    state.close_epochs_through(1)
+    state.begin_epoch(1, 6)
+    path = save_adaptive_state(state, str(tmp_path), global_step=9)
+    saved = json.loads(open(path, encoding="utf-8").read())
+    assert list(saved) == ["format_version", "allocator", "procedure", "statistics", "epochs_closed", "epoch_position"]
+    assert saved["allocator"]["name"] == "knapsack" and saved["epochs_closed"] == 1
+    assert saved["epoch_position"] == {"epoch": 1, "steps_in_epoch": 3}
+
+    fresh = _state(tmp_path)
+    load_adaptive_state(fresh, path)
+    assert fresh.epochs_closed == 1
+    np.testing.assert_array_equal(fresh.prompt_statistics.success_rates([0, 1]), [1.0, 0.5])
+
+
+def test_a_state_of_another_allocator_is_refused_and_nothing_changes(tmp_path):
+    path = save_adaptive_state(_state(tmp_path), str(tmp_path), global_step=0)
+    other = _state(tmp_path / "other", allocator="uniform")
+    with pytest.raises(ValueError, match="written with allocator 'knapsack'"):
+        restorable_state(other, path)
+    with pytest.raises(ValueError, match="written with allocator 'knapsack'"):
+        load_adaptive_state(other, path)
+    assert other.epochs_closed == 0 and other.prompt_statistics.epoch == 0
+
+
+def test_the_strategy_by_name_is_the_plan_ahead_allocator(tmp_path):
+    state = _state(tmp_path)
+    assert isinstance(state.procedure, PlanAhead) and state.allocator is state.procedure.allocator
+
+
+def test_the_hooks_state_hands_the_generation_time_over_once():
+    hooks = HookState()
+    hooks.generation_seconds += 1.5
+    assert hooks.take_generation_seconds() == 1.5 and hooks.generation_seconds == 0.0
+
+
+def test_the_hooks_state_refuses_rewards_of_another_shape():
+    hooks = HookState()
+    with pytest.raises(RuntimeError, match=r"shape \(4, 1\), got None"):
+        hooks.check_rewards(4, 1)
+    hooks.rewards_per_func = torch.zeros(4, 2)
+    with pytest.raises(RuntimeError, match=r"shape \(4, 1\), got \(4, 2\)"):
+        hooks.check_rewards(4, 1)
+    hooks.check_rewards(4, 2)
+
+
+def test_the_broadcast_messages_are_named_and_survive_pickling():
+    """What ``share`` broadcasts (``broadcast_object_list`` pickles it): a round, then the outcome."""
+    ctx = BatchContext(
+        prompt_ids=np.arange(4, dtype=np.int64),
+        budget=8,
+        group_size=2,
+        success_threshold=1.0,
+        statistics=PromptStatistics().batch,
+        draw_prompts=lambda exclude, number: np.zeros(0, dtype=np.int64),
+        rng=np.random.default_rng(0),
+    )
+    run = BatchRun(PlanAhead(get_allocator("uniform")), ctx)
+    message = pickle.loads(pickle.dumps(next_message(run)))
+    assert isinstance(message, RoundMessage) and message.request.final
+    np.testing.assert_array_equal(message.record_ids, np.arange(4))
+    assert len(message.jobs) == 8
+    with pytest.raises(AttributeError):
+        message.jobs = None  # frozen
+    rewards, tokens = np.ones(8), np.full(8, 3.0)
+    outcome = pickle.loads(pickle.dumps(observe_round(run, message.jobs, rewards, tokens)))
+    assert isinstance(outcome, OutcomeMessage) and len(outcome.outcome.selected) == 8
