@@ -8,7 +8,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._validate import check_number
-from .base import Allocation, Allocator, PromptBatchStats, largest_remainder, register_allocator
+from ..batch import Allocation, PromptBatchStats
+from .base import Allocator, largest_remainder, register_allocator
 from .solvers import SOLVERS, solve_dp, solve_greedy
 from .token_budget import UNIFORM_TOKENS, expected_lengths, within_token_budget
 from .value import marginal_gains, mixed_group_demand, value_table

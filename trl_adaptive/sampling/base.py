@@ -39,9 +39,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ..allocation.base import Allocation, PromptBatchStats
 from ..allocation.knapsack import fill_evenly
-from .rules import is_success
+from ..batch import Allocation, PromptBatchStats, is_success
 
 
 @dataclass(frozen=True)
