@@ -12,7 +12,7 @@ import pkgutil
 import pytest
 
 PACKAGES = ["allocation", "sampling", "stats", "sim"]
-MODULES = ["run_files", "_validate", "report"]
+MODULES = ["run_files", "_validate", "report", "batch"]
 
 
 def _module_names() -> list[str]:

@@ -4,11 +4,11 @@
     python tools/write_api_docs.py --check   # exit 1 when docs/api.md differs from what would be written
 
 Which names: ``trl_adaptive.__all__`` (the allocation, sampling and strategies layers and the three trainer-side
-names), the ``__all__`` of ``trl_adaptive.stats``, ``.sim`` and ``.serving``, and the run report's and the Hub's entry
-points.
-Each gets its signature and its own docstring (never one inherited from TRL or transformers), rendered as Markdown
-by ``docstring_markdown.py``. Only ``inspect`` and the standard library: the output depends on the code alone, so it
-is the same on every machine (``tests/test_docs.py`` checks that the committed file is what this writes).
+names), the ``__all__`` of ``trl_adaptive.batch``, ``.stats``, ``.sim`` and ``.serving``, and the run report's and
+the Hub's entry points. Each gets its signature and its own docstring (never one inherited from TRL or transformers),
+rendered as Markdown by ``docstring_markdown.py``. Only ``inspect`` and the standard library: the output depends on
+the code alone, so it is the same on every machine (``tests/test_docs.py`` checks that the committed file is what
+this writes).
 """
 
 from __future__ import annotations
@@ -46,6 +46,13 @@ SECTIONS = (
         "The drop-in replacements for TRL's `GRPOConfig` and `GRPOTrainer`. Every configuration field, with its "
         "command-line flag, is also in [configuration.md](configuration.md).",
         ("AdaptiveGRPOConfig", "AdaptiveGRPOTrainer"),
+    ),
+    Section(
+        "Shared types",
+        "trl_adaptive.batch",
+        "What the statistics store, the allocators and the sampling procedures hand each other; it imports nothing "
+        "else of `trl_adaptive`. `PromptBatchStats` and `Allocation` are also importable from "
+        "`trl_adaptive.allocation`, `is_success` from `trl_adaptive.sampling`, all three from `trl_adaptive`.",
     ),
     Section(
         "Statistics",
@@ -126,7 +133,7 @@ def _kind_order(obj: Any) -> int:
     return 1 if callable(obj) else 2
 
 
-def section_entries(section: Section, top_level: set[str], seen: set[int]) -> list[Entry]:
+def section_entries(section: Section, top_level: set[str], seen: set[object]) -> list[Entry]:
     """The section's names, classes first, then functions, then constants, each alphabetical.
 
     A name already documented in an earlier section (``seen`` holds their ids) or re-exported from another module
@@ -148,9 +155,12 @@ def section_entries(section: Section, top_level: set[str], seen: set[int]) -> li
         if section.names is None and (inspect.isclass(obj) or inspect.isfunction(obj)):
             if not (home == section.module or home.startswith(section.module + ".")):
                 continue  # a re-export, documented in its own section
-        if id(obj) in seen:
+        # A value (not a class or function) is the same entry only under the same name: two constants may share
+        # one object (1.0 is 1.0).
+        key = id(obj) if inspect.isclass(obj) or callable(obj) else (id(obj), name)
+        if key in seen:
             continue
-        seen.add(id(obj))
+        seen.add(key)
         if name in top_level:
             title, path = name, f"trl_adaptive.{name}"
         else:
@@ -325,7 +335,7 @@ def render() -> str:
     import trl_adaptive
 
     top_level = set(trl_adaptive.__all__)
-    seen: set[int] = set()
+    seen: set[object] = set()
     sections = [(s, section_entries(s, top_level, seen)) for s in SECTIONS]
     anchors: dict[str, str] = {}
     documented: dict[type, str] = {}

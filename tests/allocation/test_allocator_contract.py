@@ -207,3 +207,77 @@ def test_largest_remainder_rejects_bad_shares_and_totals():
     with pytest.raises(ValueError, match="1-D"):
         largest_remainder(np.ones((2, 2)), 4)
     assert largest_remainder(np.array([2.0, 2.0]), 4.0).tolist() == [2, 2]  # a whole float total is fine
+
+
+# ---- every allocator on the estimators it declares, read from a real store ------------------------------------------
+def _store_with_data():
+    """A store after six steps with three epochs, priors, unscored completions and measured lengths; the batch's ids
+    (an unknown one among them)."""
+    from trl_adaptive.stats import PromptStatistics
+
+    store = PromptStatistics(decay=0.8, posterior_half_life=4.0)
+    rng = np.random.default_rng(5)
+    ids = np.arange(20) * 7
+    for step in range(6):
+        drawn = np.repeat(rng.choice(ids, 12, replace=False), 4)
+        rewards = (rng.random(len(drawn)) < rng.random(len(drawn))).astype(float)
+        rewards[::11] = np.nan
+        store.update(drawn, rewards, completion_tokens=rng.integers(10, 300, len(drawn)))
+        if step % 2:
+            store.end_epoch()
+    store.set_prior(ids[:3], [0.2, 0.5, 0.9], weight=4)
+    return store, np.concatenate([ids[2:], [9999]])
+
+
+def _same(a, b) -> None:
+    np.testing.assert_array_equal(a.counts, b.counts)
+    assert (a.weights is None) == (b.weights is None)
+    if a.weights is not None:
+        np.testing.assert_array_equal(a.weights, b.weights)
+    assert dict(a.metrics) == dict(b.metrics)
+
+
+def _variants(name):
+    """The allocator ``name`` as built by default, and with a token budget where it takes one."""
+    yield get_allocator(name)
+    if "token_budget" in strategy(name).parameters:
+        yield get_allocator(name, token_budget="uniform")
+
+
+@pytest.mark.parametrize("name", ALLOCATORS)
+def test_each_allocator_runs_on_the_estimators_it_declares(name):
+    """``store.batch(ids, reads=type(allocator).reads)`` holds all an allocator reads: the allocation is the one it
+    makes from every estimator, bit for bit, and an estimator it leaves out is not read (None)."""
+    from trl_adaptive.batch import ESTIMATOR_FIELDS
+
+    store, ids = _store_with_data()
+    budget = len(ids) * 6 + 3
+    for allocator, twin in zip(_variants(name), _variants(name), strict=True):
+        reads = type(allocator).reads
+        declared = store.batch(ids, reads=reads)
+        for estimator, fields in ESTIMATOR_FIELDS.items():
+            if estimator not in reads and estimator != "epoch_rate":  # success_rate is always read
+                assert all(getattr(declared, field) is None for field in fields), (name, estimator)
+        allocation = allocator.allocate(declared, budget)
+        _check(allocator, allocation, list(ids), budget)
+        _same(allocation, twin.allocate(store.batch(ids), budget))
+
+
+def test_the_other_entry_points_run_on_the_estimators_they_declare():
+    """``bayes_knapsack``'s round two (``allocate_remaining`` after ``absorb``) and CERO's pacing (``wanted``,
+    ``allocate_paced``) read only the estimators their allocator declares, as ``allocate`` does."""
+    from trl_adaptive.allocation import absorb
+
+    store, ids = _store_with_data()
+    already = np.full(len(ids), 2)
+    successes = np.arange(len(ids)) % 3
+    for bayes in _variants("bayes_knapsack"):
+        remaining = [
+            bayes.allocate_remaining(absorb(stats, successes, already), 4 * len(ids) + 1, already)
+            for stats in (store.batch(ids, reads=type(bayes).reads), store.batch(ids))
+        ]
+        _same(*remaining)
+    cero = get_allocator("cero")
+    declared, full = store.batch(ids, reads=type(cero).reads), store.batch(ids)
+    np.testing.assert_array_equal(cero.wanted(declared), cero.wanted(full))
+    _same(*(cero.allocate_paced(stats, 8 * len(ids), num_sampled=len(ids) - 4) for stats in (declared, full)))

@@ -17,78 +17,14 @@ Contract (checked for every registered allocator by ``tests/allocation/test_allo
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 
 from .._validate import check_int, is_int
-
-
-@dataclass(frozen=True)
-class PromptBatchStats:
-    """Per-prompt statistics for the M prompts of one generation batch, aligned by position.
-
-    Produced by :meth:`trl_adaptive.stats.PromptStatistics.batch`; allocators only read it.
-
-    Attributes:
-        prompt_ids: ``(M,)`` int64, the stable prompt id of each prompt.
-        success_rate: ``(M,)`` float64, success rate c_i / t_i from the most recent completed epoch in which the
-            prompt was attempted; NaN if never seen (Knapsack RL's p_i).
-        attempts: ``(M,)`` float64, cumulative number of completions scored for the prompt.
-        successes: ``(M,)`` float64, cumulative number of successful completions.
-        smoothed_rate: ``(M,)`` float64, Reinforce-Ada Est's pass rate (alpha + decayed successes) /
-            (alpha + beta + decayed attempts); never 0 or 1.
-        beta_a, beta_b: ``(M,)`` float64, the Beta posterior of the success probability (CERO), Beta(1, 1) before
-            any data.
-        prior_attempts: ``(M,)`` float64 pseudo-observations of each prompt's prior success rate (e.g. a dataset's
-            pass-rate column), 0 where there is none; ``None`` when the source has no priors at all. A prompt with a
-            prior is not "unseen" even before its first scored completion.
-        expected_tokens: ``(M,)`` float64 expected generated tokens per completion of each prompt (the store's
-            length estimate; the population's for prompts never measured; NaN when unknown), or ``None``: what a
-            token budget and token-balanced dispatch read.
-    """
-
-    prompt_ids: np.ndarray
-    success_rate: np.ndarray
-    attempts: np.ndarray
-    successes: np.ndarray
-    smoothed_rate: np.ndarray
-    beta_a: np.ndarray
-    beta_b: np.ndarray
-    prior_attempts: np.ndarray | None = None
-    expected_tokens: np.ndarray | None = None
-
-    def __len__(self) -> int:
-        return len(self.prompt_ids)
-
-    @property
-    def evidence(self) -> np.ndarray:
-        """``(M,)`` scored completions plus prior pseudo-observations: 0 exactly for prompts nothing is known of."""
-        if self.prior_attempts is None:
-            return self.attempts
-        return self.attempts + self.prior_attempts
-
-    @classmethod
-    def from_success_rates(cls, success_rates: np.ndarray, attempts: float = 8.0) -> PromptBatchStats:
-        """Stats for prompts known only by a success rate, as if each had ``attempts`` scored completions.
-
-        Lets stat-hungry allocators (Est, CERO) run from rates alone, e.g. in the simulator or a quick experiment.
-        """
-        rate = np.asarray(success_rates, dtype=np.float64)
-        seen = ~np.isnan(rate)
-        t = np.where(seen, attempts, 0.0)
-        c = np.where(seen, np.nan_to_num(rate) * attempts, 0.0)
-        return cls(
-            prompt_ids=np.arange(len(rate), dtype=np.int64),
-            success_rate=rate,
-            attempts=t,
-            successes=c,
-            smoothed_rate=(1.0 + c) / (17.0 + t),
-            beta_a=1.0 + c,
-            beta_b=1.0 + t - c,
-        )
+from ..batch import Allocation, PromptBatchStats, as_batch_stats
 
 
 @dataclass
@@ -120,7 +56,8 @@ class Allocator:
     # True for strategies that may skip a prompt in a step (CERO); others give every prompt >= min_rollouts.
     allows_zero: ClassVar[bool] = False
     # The store's estimators the allocation reads (trl_adaptive/stats/estimators.py: "epoch_rate", "decayed_rate",
-    # "posterior"), so the config can tell which store settings matter. Undeclared: assumed to read all three.
+    # "posterior"), so the config can tell which store settings matter and the store reads only these. Undeclared:
+    # assumed to read all three. `allocate` hands `_allocate` no other estimator's field (PromptBatchStats.for_reader).
     reads: ClassVar[tuple[str, ...]] = ("epoch_rate", "decayed_rate", "posterior")
 
     min_rollouts: int = 2
@@ -134,8 +71,9 @@ class Allocator:
         """Counts per prompt for this generation batch, with any per-prompt advantage weights and metrics.
 
         Args:
-            stats: the per-prompt statistics of the M prompts (``PromptStatistics.batch(ids)``), or just their
-                success rates p_i (NaN for prompts never seen), read as :meth:`PromptBatchStats.from_success_rates`.
+            stats: the per-prompt statistics of the M prompts (``PromptStatistics.batch(ids, reads=self.reads)``:
+                the estimators of ``reads`` must be there), or just their success rates p_i (NaN for prompts never
+                seen), read as :meth:`PromptBatchStats.from_success_rates`.
             budget: B, total completions of the generation batch; the counts sum to exactly B.
 
         Returns:
@@ -145,7 +83,7 @@ class Allocator:
         """
         stats = as_batch_stats(stats)
         self.check_budget(len(stats), budget)
-        result = self._allocate(stats, int(budget))
+        result = self._allocate(stats.for_reader(self.reads, self), int(budget))
         if not isinstance(result, Allocation):
             result = Allocation(counts=result)
         return self.checked(result, stats, int(budget))
@@ -210,49 +148,6 @@ class Allocator:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if state:
             raise ValueError(f"{type(self).__name__} is stateless but got state keys {sorted(state)}.")
-
-
-@dataclass(frozen=True)
-class Allocation:
-    """What an allocator decides for one set of prompts, in one value.
-
-    Attributes:
-        counts: ``(M,)`` int64 completions per prompt, summing to ``budget``.
-        weights: ``(M,)`` float64 multiplier of the advantage of every completion of each prompt (Reinforce-Ada
-            Est's hybrid weights), or None for none. Every sampling procedure applies it to every completion it
-            trains for that prompt.
-        metrics: scalars logged as ``allocation/<name>`` (e.g. CERO's price ``cero_mu``).
-        prompt_ids: ``(M,)`` the prompt ids the counts belong to (set by :meth:`Allocator.allocate`).
-        budget: B the counts sum to (set by :meth:`Allocator.allocate`).
-        internals: what the allocator's own :meth:`Allocator.end_step` reads back (CERO's duals at decision time);
-            not for users.
-        made_by: ``id()`` of the allocator that made it (set by :meth:`Allocator.checked`): a procedure holding
-            several hands each its own allocations at ``end_step``. An id, not the object: the outcome is broadcast
-            to every rank each step, and the allocator's state (CERO's duals per prompt) must not travel with it.
-    """
-
-    counts: np.ndarray
-    weights: np.ndarray | None = None
-    metrics: Mapping[str, float] = field(default_factory=dict)
-    prompt_ids: np.ndarray | None = None
-    budget: int = 0
-    internals: Mapping[str, Any] = field(default_factory=dict, repr=False)
-    made_by: int | None = field(default=None, repr=False, compare=False)
-
-
-def as_batch_stats(stats: PromptBatchStats | np.ndarray | list[float]) -> PromptBatchStats:
-    """``stats`` itself, or success rates turned into stats (:meth:`PromptBatchStats.from_success_rates`), checked."""
-    if not isinstance(stats, PromptBatchStats):
-        rates = np.asarray(stats, dtype=np.float64)
-        if rates.ndim != 1 or len(rates) == 0:
-            raise ValueError(f"success_rates must be a non-empty 1-D array, got shape {rates.shape}.")
-        stats = PromptBatchStats.from_success_rates(rates)
-    if len(stats) == 0:
-        raise ValueError("allocate needs at least one prompt; got empty stats.")
-    finite = np.asarray(stats.success_rate)[~np.isnan(stats.success_rate)]
-    if np.any((finite < 0) | (finite > 1)):
-        raise ValueError("success_rates must lie in [0, 1] (NaN for unseen prompts); got values outside.")
-    return stats
 
 
 def _check_counts(counts: np.ndarray, budget: int, allocator: Allocator) -> None:

@@ -32,8 +32,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._validate import check_int
+from ..batch import Allocation, PromptBatchStats
 from . import _kernels
-from .base import Allocation, Allocator, PromptBatchStats, largest_remainder
+from .base import Allocator, largest_remainder
 from .knapsack import check_token_budget
 from .solvers import SOLVERS, _ensure_compiled, solve_dp, solve_greedy
 from .token_budget import expected_lengths, within_token_budget
@@ -189,10 +190,16 @@ def posterior(stats: PromptBatchStats) -> tuple[np.ndarray, np.ndarray]:
     """``(a, b)`` of ``stats`` as float64 arrays, checked: finite and > 0, one per prompt.
 
     Raises:
-        ValueError: naming ``stats.beta_a`` or ``stats.beta_b`` and the positions, with the fix.
+        ValueError: naming ``stats.beta_a`` or ``stats.beta_b`` and the positions, with the fix; or when the stats were
+            read without the posterior (None).
     """
     out = []
     for field in ("beta_a", "beta_b"):
+        if getattr(stats, field) is None:
+            raise ValueError(
+                f"stats.{field} is None: these statistics were read without the 'posterior' estimator. Read them with "
+                "PromptStatistics.batch(ids, reads=BayesKnapsackAllocator.reads)."
+            )
         values = np.asarray(getattr(stats, field), dtype=np.float64)
         if values.shape != (len(stats),):
             raise ValueError(f"stats.{field} must hold one value per prompt ({len(stats)}), got shape {values.shape}.")
@@ -247,12 +254,13 @@ def absorb(stats: PromptBatchStats, successes: np.ndarray, attempts: np.ndarray)
         )
     if np.any(~np.isfinite(s) | ~np.isfinite(t) | (s < 0) | (s > t)):
         raise ValueError("successes and attempts must be finite with 0 <= successes <= attempts for every prompt.")
+    a, b = posterior(stats)
     return dataclasses.replace(
         stats,
         attempts=np.asarray(stats.attempts, dtype=np.float64) + t,
         successes=np.asarray(stats.successes, dtype=np.float64) + s,
-        beta_a=np.asarray(stats.beta_a, dtype=np.float64) + s,
-        beta_b=np.asarray(stats.beta_b, dtype=np.float64) + (t - s),
+        beta_a=a + s,
+        beta_b=b + (t - s),
     )
 
 

@@ -29,7 +29,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from .._validate import check_int, check_number
-from .base import Allocation, Allocator, PromptBatchStats
+from ..batch import Allocation, PromptBatchStats
+from .base import Allocator
 
 STATE_VERSION = 1
 

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._validate import check_number
-from .base import Allocation, Allocator, PromptBatchStats, fill_evenly, largest_remainder
+from ..batch import Allocation, PromptBatchStats
+from .base import Allocator, fill_evenly, largest_remainder
 from .solvers import SOLVERS, solve_dp, solve_greedy
 from .token_budget import UNIFORM_TOKENS, expected_lengths, within_token_budget
 from .value import marginal_gains, mixed_group_demand, value_table

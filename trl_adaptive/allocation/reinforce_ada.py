@@ -15,7 +15,8 @@ from typing import ClassVar, Literal
 
 import numpy as np
 
-from .base import Allocation, Allocator, PromptBatchStats, largest_remainder
+from ..batch import Allocation, PromptBatchStats
+from .base import Allocator, largest_remainder
 
 
 def water_fill(weights: np.ndarray, total: float, low: float, high: float) -> np.ndarray:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .base import Allocation, PromptBatchStats
+from ..batch import Allocation, PromptBatchStats
 from .solvers import _as_bounds, _as_table, _check_budget, _dp, _greedy
 
 

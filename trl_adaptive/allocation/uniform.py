@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .base import Allocator, PromptBatchStats, largest_remainder
+from ..batch import PromptBatchStats
+from .base import Allocator, largest_remainder
 
 
 @dataclass

@@ -40,8 +40,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ..allocation.base import Allocation, Allocator, PromptBatchStats, fill_evenly
-from .rules import is_success
+from ..allocation.base import Allocator, fill_evenly
+from ..batch import Allocation, PromptBatchStats, is_success
 from .state import children_of, load_state_tree, state_tree
 
 

@@ -1,28 +1,12 @@
-"""The success rule and DAPO's filter, shared by every sampling procedure (NumPy only)."""
+"""The success rule (defined in :mod:`trl_adaptive.batch`) and DAPO's filter, shared by every sampling procedure
+(NumPy only)."""
 
 from __future__ import annotations
-
-import math
 
 import numpy as np
 
 from .._validate import check_int
-
-
-def is_success(rewards: np.ndarray | list[float], threshold: float) -> np.ndarray:
-    """``(K,)`` bool: reward >= ``threshold``; NaN (no reward function scored it) is never a success.
-
-    The one success rule of the package (``PromptStatistics`` counts the same way), used on any float reward.
-
-    Example:
-        >>> is_success(np.array([1.0, 0.0, 0.7, float("nan"), 2.5]), threshold=0.7).tolist()
-        [True, False, True, False, True]
-    """
-    r = np.asarray(rewards, dtype=np.float64)
-    if not math.isfinite(threshold):
-        raise ValueError(f"threshold={threshold!r}: the success threshold must be a finite number (e.g. 1.0).")
-    with np.errstate(invalid="ignore"):
-        return np.greater_equal(r, threshold) & ~np.isnan(r)
+from ..batch import is_success
 
 
 def dynamic_sampling_keep(success: np.ndarray, group_ids: np.ndarray, num_groups: int) -> np.ndarray:

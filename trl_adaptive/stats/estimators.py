@@ -20,11 +20,12 @@ successes s and scored attempts t (NaN rewards already left out).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
 import numpy as np
 
+from ..batch import EST_PRIOR_ALPHA, EST_PRIOR_BETA, ESTIMATOR_FIELDS, POSTERIOR_PRIOR_A, POSTERIOR_PRIOR_B
 from ._checks import DAMAGED, check_at_most, check_decay, check_half_life, check_positive
 from .columns import Columns, column_values
 from .table import RowTable
@@ -50,7 +51,7 @@ class EpochRate(Columns):
     """
 
     name: ClassVar[str] = "epoch_rate"
-    fields: ClassVar[tuple[str, ...]] = ("success_rate",)  # of PromptBatchStats
+    fields: ClassVar[tuple[str, ...]] = ESTIMATOR_FIELDS[name]  # of PromptBatchStats
     columns: ClassVar[tuple[str, ...]] = (
         "current_successes",  # c, t of the epoch in progress
         "current_attempts",
@@ -149,7 +150,7 @@ class DecayedRate(Columns):
     """
 
     name: ClassVar[str] = "decayed_rate"
-    fields: ClassVar[tuple[str, ...]] = ("smoothed_rate",)
+    fields: ClassVar[tuple[str, ...]] = ESTIMATOR_FIELDS[name]
     columns: ClassVar[tuple[str, ...]] = (
         "decayed_successes",  # n_pos
         "decayed_attempts",  # n_tot
@@ -157,7 +158,13 @@ class DecayedRate(Columns):
     )
     whole: ClassVar[tuple[str, ...]] = ("prior_visits",)
 
-    def __init__(self, table: RowTable, decay: float = 0.9, prior_alpha: float = 1.0, prior_beta: float = 16.0):
+    def __init__(
+        self,
+        table: RowTable,
+        decay: float = 0.9,
+        prior_alpha: float = EST_PRIOR_ALPHA,
+        prior_beta: float = EST_PRIOR_BETA,
+    ) -> None:
         super().__init__(table)
         self.decay, self.prior_alpha, self.prior_beta = self.check_settings(decay, prior_alpha, prior_beta)
 
@@ -167,8 +174,8 @@ class DecayedRate(Columns):
         why = "a pseudo-{} of Est's Beta prior, which keeps the smoothed rate off 0 and 1 (Reinforce-Ada Est: {})."
         return (
             check_decay(f"{prefix}decay", decay),
-            check_positive(f"{prefix}prior_alpha", prior_alpha, why.format("success", 1.0)),
-            check_positive(f"{prefix}prior_beta", prior_beta, why.format("failure", 16.0)),
+            check_positive(f"{prefix}prior_alpha", prior_alpha, why.format("success", EST_PRIOR_ALPHA)),
+            check_positive(f"{prefix}prior_beta", prior_beta, why.format("failure", EST_PRIOR_BETA)),
         )
 
     @property
@@ -227,15 +234,15 @@ class BetaPosterior(Columns):
     """
 
     name: ClassVar[str] = "posterior"
-    fields: ClassVar[tuple[str, ...]] = ("beta_a", "beta_b")
+    fields: ClassVar[tuple[str, ...]] = ESTIMATOR_FIELDS[name]
     columns: ClassVar[tuple[str, ...]] = ("posterior_successes", "posterior_failures")
 
     def __init__(
         self,
         table: RowTable,
         posterior_half_life: float | None = None,
-        posterior_prior_a: float = 1.0,
-        posterior_prior_b: float = 1.0,
+        posterior_prior_a: float = POSTERIOR_PRIOR_A,
+        posterior_prior_b: float = POSTERIOR_PRIOR_B,
     ) -> None:
         super().__init__(table)
         self.half_life = check_half_life("posterior_half_life", posterior_half_life)
@@ -307,3 +314,22 @@ def check_between(table: RowTable) -> None:
 
 ESTIMATORS: tuple[type[Columns], ...] = (EpochRate, DecayedRate, BetaPosterior)
 """The estimators, by the ``name`` an allocator's ``reads`` uses."""
+
+
+def check_reads(reads: Iterable[str] | None) -> tuple[str, ...]:
+    """``reads`` as a tuple of estimator names, every estimator's when None; a ValueError names an unknown one.
+
+    Example:
+        >>> check_reads(None), check_reads(["posterior"])
+        (('epoch_rate', 'decayed_rate', 'posterior'), ('posterior',))
+    """
+    known = tuple(estimator.name for estimator in ESTIMATORS)
+    if reads is None:
+        return known
+    names = (reads,) if isinstance(reads, str) else tuple(reads)
+    unknown = sorted(set(names) - set(known))
+    if isinstance(reads, str) or unknown:
+        raise ValueError(
+            f"reads={reads!r} must be a sequence of estimator names, among {list(known)}; unknown: {unknown}."
+        )
+    return names

@@ -24,17 +24,16 @@ Example:
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .._io import read_json, write_json_atomic
-from ..allocation.base import PromptBatchStats
-from ..sampling.rules import is_success
+from ..batch import EST_PRIOR_ALPHA, EST_PRIOR_BETA, POSTERIOR_PRIOR_A, POSTERIOR_PRIOR_B, PromptBatchStats, is_success
 from . import dataset as _dataset
 from ._checks import check_real
-from .estimators import BetaPosterior, DecayedRate, EpochRate, check_between
+from .estimators import BetaPosterior, DecayedRate, EpochRate, check_between, check_reads
 from .fingerprints import fingerprint_mismatches, record_fingerprints
 from .lengths import CompletionLength, as_completion_tokens
 from .prior import PriorCounts
@@ -52,7 +51,7 @@ class PromptStatistics:
     """Success statistics per prompt id: the epoch rate, Reinforce-Ada Est's decayed rate, the Beta posterior.
 
     A completion is a *success* when its reward is ``>= success_threshold``
-    (:func:`trl_adaptive.sampling.rules.is_success`); rewards may be any float. A NaN reward marks an unscorable
+    (:func:`trl_adaptive.batch.is_success`); rewards may be any float. A NaN reward marks an unscorable
     completion: neither a success nor an attempt, and a prompt whose completions in one :meth:`update` call are all
     NaN is not visited by that call. Each prompt may carry a prior (:meth:`set_prior`) and a fingerprint of its text
     (:meth:`set_fingerprints`). The readings, per prompt (s0 = t0 = 0 without a prior; docs/statistics.md):
@@ -104,11 +103,11 @@ class PromptStatistics:
         self,
         success_threshold: float = 1.0,
         decay: float = 0.9,
-        prior_alpha: float = 1.0,
-        prior_beta: float = 16.0,
+        prior_alpha: float = EST_PRIOR_ALPHA,
+        prior_beta: float = EST_PRIOR_BETA,
         posterior_half_life: float | None = None,
-        posterior_prior_a: float = 1.0,
-        posterior_prior_b: float = 1.0,
+        posterior_prior_a: float = POSTERIOR_PRIOR_A,
+        posterior_prior_b: float = POSTERIOR_PRIOR_B,
         length_decay: float = 0.9,
     ) -> None:
         self.success_threshold = check_real("success_threshold", success_threshold)
@@ -309,22 +308,24 @@ class PromptStatistics:
         """
         return self._lengths.read(self._table.gather(as_ids(prompt_ids)))
 
-    def batch(self, prompt_ids: Ids) -> PromptBatchStats:
+    def batch(self, prompt_ids: Ids, reads: Iterable[str] | None = None) -> PromptBatchStats:
         """The statistics the allocators read, for the M prompts of one generation batch (ids may repeat).
 
         ``success_rate``, ``smoothed_rate`` and ``beta_a`` / ``beta_b`` as in the class docstring; ``attempts`` and
         ``successes`` the real cumulative counts; ``prior_attempts`` t0. Unknown ids get zero counts: NaN rate,
-        p~ = alpha / (alpha + beta), Beta(a0, b0).
+        p~ = alpha / (alpha + beta), Beta(a0, b0). ``reads``, estimator names (an allocator's ``reads``; None: all),
+        reads only those: the fields of the others are None (``success_rate`` and the counts are always read).
         """
+        names = check_reads(reads)
         ids = as_ids(prompt_ids)
         g = self._table.gather(ids)
-        beta_a, beta_b = self._posterior.read(g)
+        beta_a, beta_b = self._posterior.read(g) if BetaPosterior.name in names else (None, None)
         return PromptBatchStats(
             prompt_ids=ids.copy(),
             success_rate=self._counts.read(g),
             attempts=g["total_attempts"],
             successes=g["total_successes"],
-            smoothed_rate=self._decayed.read(g),
+            smoothed_rate=self._decayed.read(g) if DecayedRate.name in names else None,
             beta_a=beta_a,
             beta_b=beta_b,
             prior_attempts=g["prior_attempts"],
