@@ -11,7 +11,8 @@ from typing import ClassVar
 import numpy as np
 
 from trl_adaptive.allocation import Allocation, Allocator, largest_remainder
-from trl_adaptive.sampling import BatchContext, BatchRecord, Procedure, Round
+from trl_adaptive.sampling import BatchContext, BatchRecord, Procedure, Round, drive
+from trl_adaptive.stats import PromptStatistics
 
 
 def brute_force(table: np.ndarray, total: int, lo: np.ndarray, hi: np.ndarray) -> float:
@@ -92,3 +93,38 @@ class TwoAllocators(Procedure):
             counts.append(allocation.counts)
         yield Round(ctx.prompt_ids, np.concatenate(counts), final=True)
         return record.completions_of(ctx.prompt_ids)
+
+
+# ---- a procedure over several steps, as the trainer runs it (no model) ---------------------------------------------
+BUDGET, PROMPTS, NUM_IDS = 32, 4, 40
+
+
+def run_steps(procedure: Procedure, store: PromptStatistics, steps: range) -> list[tuple[list[int], list[int]]]:
+    """Run ``steps`` of ``procedure``; each step's prompts and counts (store and procedure move as in training)."""
+    p = np.random.default_rng(0).uniform(0, 1, NUM_IDS)
+    history = []
+    for step in steps:
+        rng = np.random.default_rng(step)
+        ids = np.sort(rng.choice(NUM_IDS, PROMPTS, replace=False))
+
+        def draw(exclude: np.ndarray, number: int, rng=rng) -> np.ndarray:
+            free = np.setdiff1d(np.arange(NUM_IDS), exclude)
+            return np.sort(rng.choice(free, min(number, len(free)), replace=False))
+
+        def generate(request: Round, jobs: np.ndarray, rng=rng) -> np.ndarray:
+            return (rng.random(len(jobs)) < p[np.repeat(request.prompt_ids, request.counts)]).astype(float)
+
+        ctx = BatchContext(ids, BUDGET, BUDGET // PROMPTS, 1.0, store.batch, draw, rng)
+        outcome = drive(procedure, ctx, generate)
+        procedure.end_step(outcome)
+        record = outcome.record
+        store.update(record.prompt_ids[record.group_ids], record.rewards)
+        if step % 3 == 2:
+            store.end_epoch()
+        history.append((record.prompt_ids.tolist(), record.counts().tolist()))
+    return history
+
+
+def holds_state(tree: dict) -> bool:
+    """Whether a procedure's state tree (``Procedure.state_dict()``) holds anything in any node."""
+    return bool(tree.get("state")) or any(holds_state(child) for child in tree.get("children", {}).values())

@@ -5,64 +5,31 @@ from __future__ import annotations
 import copy
 import json
 
-import numpy as np
 import pytest
-from helpers.allocation import TwoAllocators
+from helpers.allocation import TwoAllocators, run_steps
 
 from trl_adaptive.allocation import CeroAllocator
 from trl_adaptive.sampling import (
-    BatchContext,
     DynamicSampling,
     PilotCommit,
     PlanAhead,
-    Procedure,
-    Round,
-    drive,
     tree_from_separate_states,
 )
 from trl_adaptive.stats import PromptStatistics
-from trl_adaptive.strategies import as_procedure, build_procedure
-
-BUDGET, PROMPTS, NUM_IDS = 32, 4, 40
-
-
-def _steps(procedure: Procedure, store: PromptStatistics, steps: range) -> list[tuple[list[int], list[int]]]:
-    """Run ``steps`` of ``procedure``; each step's prompts and counts (store and procedure move as in training)."""
-    p = np.random.default_rng(0).uniform(0, 1, NUM_IDS)
-    history = []
-    for step in steps:
-        rng = np.random.default_rng(step)
-        ids = np.sort(rng.choice(NUM_IDS, PROMPTS, replace=False))
-
-        def draw(exclude: np.ndarray, number: int, rng=rng) -> np.ndarray:
-            free = np.setdiff1d(np.arange(NUM_IDS), exclude)
-            return np.sort(rng.choice(free, min(number, len(free)), replace=False))
-
-        def generate(request: Round, jobs: np.ndarray, rng=rng) -> np.ndarray:
-            return (rng.random(len(jobs)) < p[np.repeat(request.prompt_ids, request.counts)]).astype(float)
-
-        ctx = BatchContext(ids, BUDGET, BUDGET // PROMPTS, 1.0, store.batch, draw, rng)
-        outcome = drive(procedure, ctx, generate)
-        procedure.end_step(outcome)
-        record = outcome.record
-        store.update(record.prompt_ids[record.group_ids], record.rewards)
-        if step % 3 == 2:
-            store.end_epoch()
-        history.append((record.prompt_ids.tolist(), record.counts().tolist()))
-    return history
+from trl_adaptive.strategies import as_procedure, build_procedure, registered_strategies
 
 
 def _resumes_exactly(build) -> dict:
     """Run 6 steps; separately run 3, save the tree through JSON, load it into a fresh procedure, run 3 more."""
     full_store, full = PromptStatistics(), build()
-    full_history = _steps(full, full_store, range(6))
+    full_history = run_steps(full, full_store, range(6))
     store, first = PromptStatistics(), build()
-    _steps(first, store, range(3))
+    run_steps(first, store, range(3))
     saved = json.loads(json.dumps(first.state_dict(), allow_nan=False))
     resumed = build()
     resumed.load_state_dict(saved)
     assert resumed.state_dict() == saved
-    assert _steps(resumed, store, range(3, 6)) == full_history[3:]
+    assert run_steps(resumed, store, range(3, 6)) == full_history[3:]
     assert resumed.state_dict() == full.state_dict()
     return saved
 
@@ -89,6 +56,13 @@ def test_every_composite_resumes_exactly_from_its_tree(build):
     _resumes_exactly(build)
 
 
+@pytest.mark.parametrize("name", registered_strategies())
+def test_every_registered_strategy_resumes_exactly_from_its_tree(name):
+    """A new strategy is covered as soon as it is registered; the trainer's resume matrix covers those that hold
+    state (``tests/trainer/test_resume.py``)."""
+    _resumes_exactly(lambda: build_procedure(name))
+
+
 def test_a_tree_of_other_procedures_is_refused_naming_the_node():
     tree = build_procedure("knapsack", dynamic_sampling=True).state_dict()
     with pytest.raises(ValueError, match=r"procedure\.inner\.allocator was saved as KnapsackAllocator.*CeroAllocator"):
@@ -101,7 +75,7 @@ def test_separate_states_of_older_checkpoints_become_the_tree():
     """Files written before the tree held the strategy's state and the innermost procedure's own state apart."""
     procedure = build_procedure("cero", dynamic_sampling=True)
     cero = procedure.inner.allocator
-    _steps(procedure, PromptStatistics(), range(3))
+    run_steps(procedure, PromptStatistics(), range(3))
     tree = tree_from_separate_states(procedure, cero, cero.state_dict(), {})
     assert tree == procedure.state_dict()
     commit = DynamicSampling(PilotCommit(pilot_rollouts=2))

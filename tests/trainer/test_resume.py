@@ -10,19 +10,21 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import transformers.trainer
 from helpers import REPO
-from helpers.allocation import RecordingAllocator
+from helpers.allocation import RecordingAllocator, holds_state, run_steps
 from helpers.launch import launch_two_ranks
 from helpers.trainer import build_trainer, make_dataset
 
 from trl_adaptive import AdaptiveGRPOTrainer
 from trl_adaptive.run_files import ADAPTIVE_STATE_FILE
-from trl_adaptive.strategies import get_allocator
+from trl_adaptive.stats import PromptStatistics
+from trl_adaptive.strategies import build_procedure, get_allocator, registered_strategies
 from trl_adaptive.trainer.checkpoint import newest_complete_checkpoint
 
 SCRIPTS = REPO / "tests" / "scripts"
@@ -93,13 +95,29 @@ def _check_matrix(report: dict, mode: str, rank: int = 0) -> None:
     "mode", ["knapsack", "dynamic", "seq", "cero", "pilot", "cero_dynamic", "pilot_commit", "stream"]
 )
 def test_resume_matrix_one_process(tiny_model_dir, tmp_path, mode):
-    import sys
 
     sys.path.insert(0, str(SCRIPTS))
     from resume_matrix import run_matrix
 
     report = json.loads(json.dumps(run_matrix(str(tiny_model_dir), tmp_path, mode)))  # as the 2-rank reports
     _check_matrix(report, mode)
+
+
+def test_every_strategy_that_holds_state_between_steps_has_a_resume_mode():
+    """The matrix is written by hand; a registered strategy whose procedure keeps state from step to step (beside
+    the statistics store) fails here until it has a mode there."""
+    sys.path.insert(0, str(SCRIPTS))
+    from resume_matrix import MODES
+
+    stateful = []
+    for name in registered_strategies():
+        procedure = build_procedure(name)
+        run_steps(procedure, PromptStatistics(), range(3))
+        if holds_state(procedure.state_dict()):
+            stateful.append(name)
+    assert {"cero", "pilot_commit"} <= set(stateful)  # the check sees state where there is some
+    missing = set(stateful) - {mode["allocator"] for mode in MODES.values()}
+    assert not missing, f"add a mode for {sorted(missing)} to tests/scripts/resume_matrix.py and the tests above"
 
 
 @pytest.mark.slow
