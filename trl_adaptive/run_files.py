@@ -8,7 +8,7 @@ helpers and ``trl-adaptive report``. A run folder holds::
         prompt_statistics.json    FINAL_STATISTICS_FILE  the statistics store when training ends
         trainer_state.json        TRAINER_STATE_FILE     HF Trainer's log_history, on ``trainer.save_state()``
         checkpoint-N/             CHECKPOINT_PREFIX      TRL / transformers' checkpoint, plus:
-            adaptive_state.json   ADAPTIVE_STATE_FILE    statistics, allocator state, epoch bookkeeping
+            adaptive_state.json   ADAPTIVE_STATE_FILE    statistics, procedure state tree, epoch bookkeeping
             trainer_state.json    TRAINER_STATE_FILE
         report/                   REPORT_DIR             ``trl-adaptive report``'s default output folder:
             summary.md            REPORT_SUMMARY_FILE    the markdown summary

@@ -422,7 +422,8 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
         self.train_dataset = self.training_prompts.with_success_rates(self.train_dataset, self.prompt_statistics)
 
     def save_adaptive_state(self, folder: str) -> str:
-        """Write statistics, allocator state and epoch bookkeeping to ``folder/adaptive_state.json`` atomically."""
+        """Write statistics, the procedure's state tree and epoch bookkeeping to ``folder/adaptive_state.json``,
+        atomically."""
         return save_adaptive_state(self.adaptive_state, folder, self.state.global_step)
 
     def load_adaptive_state(self, path: str) -> None:
