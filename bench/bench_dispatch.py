@@ -280,7 +280,7 @@ def steptime_run(args: argparse.Namespace) -> None:
         max_steps=args.steps,
         disable_tqdm=True,
     )
-    config = AdaptiveGRPOConfig(**settings, allocator="knapsack")
+    config = AdaptiveGRPOConfig(**settings, allocator="knapsack", generation_token_budget=None)
     trainer = AdaptiveGRPOTrainer(model=args.model, reward_funcs=reward_word, args=config, train_dataset=data)
     trainer.remove_callback(PrinterCallback)
     trainer.train()

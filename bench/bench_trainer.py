@@ -48,7 +48,7 @@ def step_times(variant: str, model_dir: Path, steps: int, out: str) -> list[floa
             train_dataset=make_dataset(16),
         )
     else:
-        args = AdaptiveGRPOConfig(**kwargs, allocator=variant, max_rollouts=32)
+        args = AdaptiveGRPOConfig(**kwargs, allocator=variant, max_rollouts=32, generation_token_budget=None)
         trainer = AdaptiveGRPOTrainer(
             model=str(model_dir), reward_funcs=reward_has_vowel_e, args=args, train_dataset=make_dataset(16)
         )

@@ -122,7 +122,7 @@ def trainer_run(args) -> dict:
         if cpu:
             use_reload_for_colocate(trainer.vllm_generation)
     else:
-        config = AdaptiveGRPOConfig(**kwargs, allocator=args.variant)
+        config = AdaptiveGRPOConfig(**kwargs, allocator=args.variant, generation_token_budget=None)
         trainer = AdaptiveGRPOTrainer(model=args.model, reward_funcs=Scored(), args=config, train_dataset=data)
     trainer.remove_callback(PrinterCallback)
     trainer.train()

@@ -61,7 +61,7 @@ def run_family(model: str, name: str, out: str) -> dict:
 
     from trl_adaptive import AdaptiveGRPOConfig, AdaptiveGRPOTrainer
 
-    args = AdaptiveGRPOConfig(**settings(out), **FAMILIES[name])
+    args = AdaptiveGRPOConfig(**settings(out), **({"generation_token_budget": None} | FAMILIES[name]))
     trainer = AdaptiveGRPOTrainer(
         model=model, reward_funcs=reward_has_vowel_e, args=args, train_dataset=make_dataset(16)
     )

@@ -131,6 +131,7 @@ def grpo_config(args: DemoArguments, spec: str, output_dir: str | Path) -> Adapt
         output_dir=str(output_dir),
         allocator=allocator,
         max_rollouts=args.max_rollouts,
+        generation_token_budget=None,  # each allocator as its paper has it (the README's figures were measured so)
         num_generations=args.generations,
         per_device_train_batch_size=micro_batch,
         gradient_accumulation_steps=budget // micro_batch,  # = steps_per_generation: one step per generation batch

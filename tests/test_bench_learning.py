@@ -149,6 +149,7 @@ def test_gpu_arguments_scale_the_batch_and_budget():
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(960)  # the command's own 900 s: pretraining (~220 s alone) and two runs, on shared cores
 def test_quick_benchmark_learns_and_writes_its_results(tmp_path):
     """``make bench-learning QUICK=1``: uniform and knapsack, one seed; uniform must rise by 15 points."""
     out = tmp_path / "quick"

@@ -190,6 +190,7 @@ def test_paper_recipe_parses_and_flags_override_it(train_dapo):
     assert training_args.generation_batch_size // training_args.num_generations == 256
     assert (training_args.min_rollouts, training_args.max_rollouts) == (2, 128)
     assert training_args.allocator_kwargs is None  # knapsack's default fallback=True; --allocator cero stays valid
+    assert training_args.token_budget is None  # the paper's allocation, not the library's default token budget
     assert (training_args.epsilon, training_args.epsilon_high, training_args.loss_type) == (0.2, 0.28, "dapo")
     assert training_args.learning_rate == 1e-6 and training_args.beta == 0.0
     assert (training_args.use_vllm, training_args.vllm_mode) == (True, "colocate")

@@ -19,8 +19,10 @@ import numpy as np
 
 from . import task
 
-# Every method at the library's defaults, except what names the method. Comparable: same budget of completions per
-# generation batch, same steps of training per batch, same optimiser.
+# Every method at the library's defaults, except what names the method and the token budget: a method that names none
+# runs without one (generation_token_budget=None), so "bayes_knapsack" is the allocator as its paper has it and the
+# library's default ("auto": "uniform" for knapsack and bayes_knapsack) is "bayes_knapsack_uniform_tokens".
+# Comparable: same budget of completions per generation batch, same steps of training per batch, same optimiser.
 TOKENS_PER_COMPLETION = "token_budget_per_completion"  # -> generation_token_budget = this x completions per step
 METHODS: dict[str, dict] = {
     "uniform": {"allocator": "uniform"},
@@ -83,7 +85,7 @@ def training_config(method: str, seed: int, settings: RunSettings, output_dir: s
     from trl_adaptive import AdaptiveGRPOConfig
 
     batch = settings.prompts_per_step * settings.num_generations
-    fields = dict(METHODS[method])
+    fields = {"generation_token_budget": None} | METHODS[method]
     if TOKENS_PER_COMPLETION in fields:
         fields["generation_token_budget"] = fields.pop(TOKENS_PER_COMPLETION) * batch
     return AdaptiveGRPOConfig(

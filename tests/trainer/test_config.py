@@ -284,7 +284,34 @@ def test_the_token_budget_reaches_the_allocator_and_the_length_decay_the_store(t
         "Pilot" if pilot else "PlanAhead"
     )
     assert args.statistics_config["length_decay"] == 0.5
-    assert AdaptiveGRPOConfig(**kwargs).build_procedure().allocator.token_budget is None
+    assert AdaptiveGRPOConfig(**kwargs, generation_token_budget=None).build_procedure().allocator.token_budget is None
+
+
+@pytest.mark.parametrize(
+    "allocator, resolved",
+    [
+        ("bayes_knapsack", "uniform"),
+        ("knapsack", "uniform"),
+        ("uniform", None),
+        ("cero", None),
+        ("pilot_commit", None),
+    ],
+)
+def test_the_default_token_budget_is_uniform_tokens_where_the_allocator_honours_one(tmp_path, allocator, resolved):
+    args = AdaptiveGRPOConfig(**tiny_config_kwargs(str(tmp_path)), allocator=allocator)
+    assert args.generation_token_budget == "auto" and args.token_budget == resolved
+    built = args.build_procedure().allocator
+    assert getattr(built, "token_budget", None) == resolved
+
+
+def test_an_explicit_token_budget_wins_over_auto(tmp_path):
+    kwargs = tiny_config_kwargs(str(tmp_path)) | {"allocator": "knapsack"}
+    assert (
+        AdaptiveGRPOConfig(**kwargs, allocator_kwargs={"token_budget": None}).build_procedure().allocator.token_budget
+        is None
+    )
+    assert AdaptiveGRPOConfig(**kwargs, allocator_kwargs={"token_budget": 900.0}).token_budget == 900.0
+    assert AdaptiveGRPOConfig(**kwargs, generation_token_budget=None).token_budget is None
 
 
 def test_the_token_budget_parses_from_the_command_line_as_a_number_or_uniform(tmp_path):
@@ -294,3 +321,7 @@ def test_the_token_budget_parses_from_the_command_line_as_a_number_or_uniform(tm
     assert args.generation_token_budget == 2048.5 and args.build_procedure().allocator.token_budget == 2048.5
     (args,) = parser.parse_args_into_dataclasses([*common, "--generation_token_budget", "uniform"])
     assert args.build_procedure().allocator.token_budget == "uniform"
+    (args,) = parser.parse_args_into_dataclasses([*common, "--generation_token_budget", "none"])
+    assert args.generation_token_budget is None and args.build_procedure().allocator.token_budget is None
+    (args,) = parser.parse_args_into_dataclasses(common)
+    assert args.generation_token_budget == "auto" and args.build_procedure().allocator.token_budget == "uniform"

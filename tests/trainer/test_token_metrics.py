@@ -5,6 +5,7 @@ own ``completions/mean_length``, and the ``completion_mask`` of the batch traine
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import defaultdict
 
@@ -19,6 +20,7 @@ from helpers.trainer import (
     scripted_rounds_trainer,
 )
 
+from trl_adaptive import AdaptiveGRPOConfig
 from trl_adaptive.sampling import BatchRecord, Outcome
 from trl_adaptive.trainer.allocation_log import ALLOCATION_LOG_FILE, read_allocation_log
 from trl_adaptive.trainer.metrics import log_tokens
@@ -128,6 +130,21 @@ def test_a_token_budget_logs_the_budget_and_the_expected_tokens_of_the_counts(ti
     assert "tokens/expected" not in logs[0] and records[0]["expected_tokens"] == [None, None]
     for log, record in zip(logs[1:], records[1:], strict=True):
         assert log["tokens/expected"] == pytest.approx(np.dot(record["counts"], record["expected_tokens"]))
+
+
+def test_the_default_budget_is_what_the_uniform_split_of_each_batch_expects(tiny_model_dir, tmp_path):
+    """The default config (bayes_knapsack, generation_token_budget="auto"): from the first step that knows a length,
+    tokens/budget is the batch's B completions at the mean expected tokens of its prompts, and the counts fit it."""
+    default = {f.name: f.default for f in dataclasses.fields(AdaptiveGRPOConfig)}
+    assert (default["allocator"], default["generation_token_budget"]) == ("bayes_knapsack", "auto")
+    trainer = build_trainer(tiny_model_dir, tmp_path, max_steps=3, allocator=default["allocator"])
+    assert trainer.allocator.token_budget == "uniform"
+    trainer.train()
+    logs, records = _train_logs(trainer), read_allocation_log(str(tmp_path / ALLOCATION_LOG_FILE))
+    assert "tokens/budget" not in logs[0] and records[0]["expected_tokens"] == [None, None]
+    for log, record in zip(logs[1:], records[1:], strict=True):
+        assert log["tokens/budget"] == pytest.approx(sum(record["counts"]) * np.mean(record["expected_tokens"]))
+        assert log["tokens/expected"] <= log["tokens/budget"] + 1e-9
 
 
 def _outcome(tokens: list[float], selected: list[int]) -> Outcome:

@@ -15,6 +15,9 @@ from ..allocation.token_budget import UNIFORM_TOKENS
 from ..strategies import build_procedure, registered_strategies, strategy
 from .statistics_settings import check_statistics_settings
 
+#: generation_token_budget's default: "uniform" for an allocator that honours a token budget, none for the others.
+AUTO_TOKEN_BUDGET = "auto"
+
 #: PromptStatistics argument -> the AdaptiveGRPOConfig field that sets it.
 STORE_SETTING_FIELDS: dict[str, str] = {
     "success_threshold": "success_threshold",
@@ -93,7 +96,7 @@ class AdaptiveGRPOConfig(GRPOConfig):
         effective-gradient ratio at the same value share in the simulator (docs/allocators.md).
     posterior_prior_b (`float`, *optional*, defaults to `1.0`):
         b0 of the weak prior, as `posterior_prior_a`.
-    generation_token_budget (`float`, `str` or `None`, *optional*, defaults to `None`):
+    generation_token_budget (`float`, `str` or `None`, *optional*, defaults to `"auto"`):
         Expected generated tokens per generation batch (all ranks together) that the allocation may spend, planned
         from each prompt's measured completion length (the statistics' `expected_completion_tokens`), or
         `"uniform"`: each batch may expect what the uniform split of its completions over its prompts expects (GRPO's
@@ -103,7 +106,10 @@ class AdaptiveGRPOConfig(GRPOConfig):
         both rounds; dynamic sampling's extra rounds come on top. Before any length is measured (the first step) the
         allocator's own counts stand. When even the fewest tokens the bounds allow exceed the budget, the allocation
         spends those fewest tokens and logs `allocation/token_budget_infeasible` = 1 (docs/allocators.md, "A token
-        budget"). `None`: no budget, bit-identical to a run without this field.
+        budget"). `"auto"` (default): `"uniform"` for an allocator that honours a budget, none for the others (in the
+        accuracy-per-token benchmark this budget took `bayes_knapsack` from below uniform to above it, averaged over
+        the run: docs/benchmarks.md). `None`: no budget (the papers' allocations), bit-identical to a run without
+        this field. `allocator_kwargs["token_budget"]` takes precedence over `"auto"`.
     length_decay (`float`, *optional*, defaults to `0.9`):
         The factor in (0, 1] a prompt's measured completion lengths are multiplied by at every visit before the new
         ones are added (`1.0`: the plain mean of every completion measured).
@@ -207,12 +213,12 @@ class AdaptiveGRPOConfig(GRPOConfig):
         metadata={"help": "Weak Beta prior b0 > 0 of every prompt's posterior (1.0: uniform; 0.5: Jeffreys)."},
     )
     generation_token_budget: float | str | None = field(
-        default=None,
+        default=AUTO_TOKEN_BUDGET,
         metadata={
             "help": "Expected generated tokens per generation batch (all ranks) the allocation may spend, from each "
             "prompt's measured completion length, or 'uniform' (what the uniform split of the batch expects); the "
-            "count stays generation_batch_size. knapsack and bayes_knapsack only. None (default): no token budget, "
-            "every allocator exactly as without it."
+            "count stays generation_batch_size. knapsack and bayes_knapsack only. 'auto' (default): 'uniform' for "
+            "those, none for the others. None: no token budget, every allocator exactly as without it."
         },
     )
     length_decay: float = field(
@@ -277,17 +283,20 @@ class AdaptiveGRPOConfig(GRPOConfig):
             )
 
     def _check_token_budget(self) -> None:
-        """generation_token_budget: a number of tokens > 0 or "uniform", for a strategy that can honour it, or None."""
+        """generation_token_budget: a number of tokens > 0 or "uniform", for a strategy that can honour it, "auto" or
+        None."""
         budget = self.generation_token_budget
-        if budget is None:
+        if isinstance(budget, str) and budget.lower() in ("none", "null"):  # the command line gives a string
+            budget = self.generation_token_budget = None
+        if budget is None or budget == AUTO_TOKEN_BUDGET:
             return
-        if isinstance(budget, str) and budget != UNIFORM_TOKENS:  # the command line gives a string
+        if isinstance(budget, str) and budget != UNIFORM_TOKENS:
             try:
                 budget = self.generation_token_budget = float(budget)
             except ValueError:
                 raise ValueError(
-                    f"generation_token_budget={budget!r} is neither a number of tokens nor 'uniform'. Give the "
-                    "expected generated tokens per generation batch, 'uniform', or leave it unset."
+                    f"generation_token_budget={budget!r} is neither a number of tokens, 'uniform', 'auto' nor None. "
+                    "Give the expected generated tokens per generation batch, 'uniform', or leave it unset."
                 ) from None
         if budget != UNIFORM_TOKENS:
             check_number("generation_token_budget", budget, above=0, finite=True, reason="tokens")
@@ -330,9 +339,18 @@ class AdaptiveGRPOConfig(GRPOConfig):
             kwargs.setdefault("min_rollouts", self.min_rollouts)
         if self.max_rollouts is not None and "max_rollouts" in accepted:
             kwargs.setdefault("max_rollouts", self.max_rollouts)
-        if self.generation_token_budget is not None:
+        if self.generation_token_budget == AUTO_TOKEN_BUDGET:
+            if "token_budget" in accepted:
+                kwargs.setdefault("token_budget", UNIFORM_TOKENS)
+        elif self.generation_token_budget is not None:
             kwargs["token_budget"] = self.generation_token_budget
         return kwargs
+
+    @property
+    def token_budget(self) -> float | str | None:
+        """The token budget the chosen allocator is built with: ``generation_token_budget`` with ``"auto"`` resolved
+        (``"uniform"`` where the allocator honours a budget, else None) and ``allocator_kwargs`` applied."""
+        return self.strategy_kwargs().get("token_budget")
 
     def build_procedure(self, strategy: Any = None, **extra: Any):
         """The sampling procedure this config describes (refuses combinations that cannot work, naming them).
