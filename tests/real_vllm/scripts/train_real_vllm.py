@@ -118,8 +118,11 @@ def greedy(trainer, mode: str) -> str:
 
 
 def reload_check(trainer, mode: str) -> dict:
-    """Greedy probe; perturb every weight and sync; probe; restore and sync; probe (main process, one rank)."""
+    """Sync, probe greedily; perturb every weight and sync; probe; restore and sync; probe (main process, one rank)."""
     model = trainer.accelerator.unwrap_model(trainer.model)
+    # The engine holds the weights synced at the last step's start, one optimizer update older than the trainer's:
+    # sync first, so that "before" and "restored" probe the same weights (a near-tie token flipped otherwise).
+    trainer.vllm_generation.sync_weights()
     before = greedy(trainer, mode)
     saved = {n: p.detach().clone() for n, p in model.named_parameters()}
     with torch.no_grad():
