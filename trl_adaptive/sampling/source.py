@@ -144,4 +144,18 @@ def check_source_batch(source: PromptSource, ctx: SourceContext, batch: SourceBa
     return ids
 
 
-__all__ = ["OfferedPrompts", "PromptSource", "SourceBatch", "SourceContext", "check_source_batch"]
+def source_metrics(source: PromptSource, offered: np.ndarray, batch: SourceBatch) -> dict[str, float]:
+    """What a source did to one batch, as ``prompt_source/*`` scalars (none for the default: its logs stay TRL's)."""
+    if type(source) is OfferedPrompts:
+        return {}
+    metrics = {
+        "prompt_source/examined": float(len(batch.examined)),
+        "prompt_source/replaced": float(np.count_nonzero(~np.isin(batch.prompt_ids, offered))),
+    }
+    metrics.update({f"prompt_source/skipped_{reason}": float(len(ids)) for reason, ids in batch.skipped.items()})
+    if batch.predicted_mixed is not None:
+        metrics["prompt_source/predicted_mixed"] = float(batch.predicted_mixed)
+    return metrics
+
+
+__all__ = ["OfferedPrompts", "PromptSource", "SourceBatch", "SourceContext", "check_source_batch", "source_metrics"]
