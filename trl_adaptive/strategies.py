@@ -43,6 +43,7 @@ from .sampling import (
     ReinforceAdaSeqPos,
     cero_procedure,
 )
+from .sampling.selection import SettledPromptSkipping, ThompsonPoolSelection
 from .sampling.source import OfferedPrompts, PromptSource
 
 
@@ -286,7 +287,9 @@ def build_prompt_source(name: str, kwargs: Mapping[str, Any] | None = None) -> P
     return cls(**kwargs)
 
 
-register_prompt_source(OfferedPrompts)
+# the default, then prompt selection before rollout (sampling/selection.py: MoPPS's Thompson rule, GRESO's skipping)
+for _source in (OfferedPrompts, ThompsonPoolSelection, SettledPromptSkipping):
+    register_prompt_source(_source)
 
 
 # -- the built-in strategies ----------------------------------------------------------------------------------------

@@ -45,6 +45,8 @@ class SourceContext:
             rank draw the same); fewer (possibly 0) when fewer are left.
         rng: seeded per step from a named stream (Thompson draws, skip coins).
         step: the global step (generation batch) index.
+        group_size: G, TRL's ``num_generations``: the average completions per prompt of the batch (what a source's
+            prediction of mixed groups is for).
     """
 
     offered: np.ndarray
@@ -52,6 +54,7 @@ class SourceContext:
     draw: Callable[[np.ndarray, int], np.ndarray]
     rng: np.random.Generator
     step: int
+    group_size: int
 
 
 @dataclass(frozen=True)
@@ -112,8 +115,9 @@ class PromptSource:
         if state:
             raise ValueError(f"{type(self).__name__} keeps no state but was given {sorted(state)}.")
 
-    def check(self, num_prompts: int) -> None:
-        """Refuse settings impossible for a training set of ``num_prompts`` prompts (a pool larger than the data)."""
+    def check(self, num_prompts: int, batch_prompts: int) -> None:
+        """Refuse settings impossible for a training set of ``num_prompts`` prompts and batches of ``batch_prompts``
+        (U, ``len(offered)``): a pool of candidates larger than the data."""
 
     def __repr__(self) -> str:
         settings = ", ".join(f"{k}={v!r}" for k, v in vars(self).items() if not k.startswith("_"))

@@ -89,7 +89,7 @@ def simulate(
     procedure = simulated_procedure(allocator)
     procedure.check(batch_prompts, batch_prompts * num_generations, num_generations)
     source = simulated_source(prompt_source, prompt_source_kwargs)
-    source.check(num_prompts)
+    source.check(num_prompts, batch_prompts)
     rule = LearningRule(kind=learning_rule) if isinstance(learning_rule, str) else learning_rule
     difficulty = MIXES[mix] if isinstance(mix, str) else mix
     length_model = _length_model(lengths)
@@ -109,7 +109,7 @@ def simulate(
         for s in range(steps_per_epoch):
             offered = order[s * batch_prompts : (s + 1) * batch_prompts]
             step = epoch * steps_per_epoch + s
-            ids = compose_step(source, offered, store, num_prompts, step, source_rng, source_draw_rng)
+            ids = compose_step(source, offered, store, num_prompts, step, source_rng, source_draw_rng, num_generations)
             # The procedure samples from the store's statistics only (what the trainer sees).
             out = run_step(
                 procedure,

@@ -94,6 +94,7 @@ def compose_step(
     step: int,
     rng: np.random.Generator,
     draw_rng: np.random.Generator,
+    group_size: int,
 ) -> np.ndarray:
     """The batch's prompt ids as ``source`` composes them from the epoch order's ``offered`` ids; its candidates
     beyond them drawn uniformly from the rest of the population (fewer when fewer are left)."""
@@ -102,7 +103,7 @@ def compose_step(
         candidates = np.setdiff1d(np.arange(num_prompts), exclude)
         return np.sort(draw_rng.choice(candidates, size=min(int(number), len(candidates)), replace=False))
 
-    ctx = SourceContext(np.asarray(offered, dtype=np.int64), store.batch, draw, rng, step)
+    ctx = SourceContext(np.asarray(offered, dtype=np.int64), store.batch, draw, rng, step, group_size)
     return check_source_batch(source, ctx, source.compose(ctx))
 
 

@@ -41,6 +41,7 @@ class AdaptiveState:
         procedure: the sampling procedure; ``allocator`` is its plan-ahead allocator, or the round procedure that
             takes its place (Seq).
         prompt_statistics: the statistics store.
+        group_size: TRL's ``num_generations``, the average completions per prompt (the prompt source's context).
         prompt_source: which prompts enter each generation batch (``AdaptiveGRPOConfig.prompt_source``); composes
             and observes on the main process, as the procedure does.
         statistics_hold_the_run: False from a resume's start until its checkpoint is restored (the store is then
@@ -56,12 +57,14 @@ class AdaptiveState:
         training_prompts: Any,
         procedure: Procedure,
         prompt_statistics: PromptStatistics,
+        group_size: int,
         prompt_source: PromptSource | None = None,
     ) -> None:
         self.training_prompts = training_prompts
         self.procedure = procedure
         self.allocator = _strategy(procedure)
         self.prompt_statistics = prompt_statistics
+        self.group_size = group_size
         self.prompt_source = prompt_source if prompt_source is not None else OfferedPrompts()
         self.statistics_hold_the_run = True
         self.epochs_closed = 0
@@ -80,16 +83,19 @@ class AdaptiveState:
         )
         check_procedure_reads_the_data(procedure, prompts.streaming)
         source = args.build_prompt_source()
-        check_source_reads_the_data(source, prompts.streaming, None if prompts.streaming else len(prompts))
+        num_prompts = None if prompts.streaming else len(prompts)
+        batch_prompts = args.generation_batch_size // args.num_generations
+        check_source_reads_the_data(source, prompts.streaming, num_prompts, batch_prompts)
         store = initial_statistics(statistics, args)
         prompts.attach(store, "statistics passed to AdaptiveGRPOTrainer")
         prompts.apply_prior(store)
-        return cls(prompts, procedure, store, source)
+        return cls(prompts, procedure, store, args.num_generations, source)
 
     def compose_batch(self, offered: np.ndarray, seed: int, step: int) -> tuple[np.ndarray, dict[str, float]]:
         """Main process: the batch's prompt ids as the prompt source composes them from the sampler's ``offered``
         ids, and its ``prompt_source/*`` metrics (``prompt_source.compose_batch``)."""
-        return compose_batch(self.prompt_source, offered, self.prompt_statistics, self.training_prompts, seed, step)
+        store, prompts = self.prompt_statistics, self.training_prompts
+        return compose_batch(self.prompt_source, offered, store, prompts, seed, step, self.group_size)
 
     def end_step(self, outcome: Outcome, success_threshold: float) -> None:
         """Main process: the procedure's and the prompt source's state move once per step, the source observing

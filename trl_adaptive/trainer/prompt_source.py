@@ -43,7 +43,13 @@ def procedure_draw(source: PromptSource, prompts: Any, seed: int, step: int) -> 
 
 
 def compose_batch(
-    source: PromptSource, offered: np.ndarray, store: PromptStatistics, prompts: Any, seed: int, step: int
+    source: PromptSource,
+    offered: np.ndarray,
+    store: PromptStatistics,
+    prompts: Any,
+    seed: int,
+    step: int,
+    group_size: int,
 ) -> tuple[np.ndarray, dict[str, float]]:
     """Main process: the batch's prompt ids as the source composes them from the sampler's ``offered`` ids (checked:
     ``check_source_batch``), and its ``prompt_source/*`` metrics."""
@@ -53,12 +59,15 @@ def compose_batch(
         draw=data_draw(prompts, seed, step, SOURCE_DRAW),
         rng=np.random.default_rng(step_seed(seed, step, PROMPT_SOURCE)),
         step=step,
+        group_size=group_size,
     )
     batch = source.compose(ctx)
     return check_source_batch(source, ctx, batch), source_metrics(source, ctx.offered, batch)
 
 
-def check_source_reads_the_data(source: PromptSource, streaming: bool, num_prompts: int | None) -> None:
+def check_source_reads_the_data(
+    source: PromptSource, streaming: bool, num_prompts: int | None, batch_prompts: int
+) -> None:
     """A source that draws candidates beyond the sampler's ids needs data it can draw from by id: not a stream; and
     its own settings checked against the data's size (``PromptSource.check``)."""
     if streaming and source.needs_pool:
@@ -68,4 +77,4 @@ def check_source_reads_the_data(source: PromptSource, streaming: bool, num_promp
             "materialise the stream: Dataset.from_list(list(stream.take(n)))."
         )
     if num_prompts is not None:
-        source.check(num_prompts)
+        source.check(num_prompts, batch_prompts)
