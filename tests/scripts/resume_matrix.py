@@ -8,8 +8,9 @@ its success-rate column; checkpoints fall mid-epoch, on an epoch's last step and
 
 MODE: ``knapsack`` (default), ``dynamic`` (knapsack with DAPO dynamic sampling: prompts drawn within a step),
 ``seq`` (Reinforce-Ada Seq-Balance: sampling in rounds), ``cero`` (CERO with pacing: prompts skipped and
-drawn), ``pilot`` (bayes_knapsack after a pilot round), ... or ``stream`` (knapsack on the prompts as a streaming
-dataset: 3 passes; "column" is then the store's rates, a stream has no column). Each rank writes
+drawn), ``pilot`` (bayes_knapsack after a pilot round), ``prompt_source`` (knapsack on the batches a stateful
+prompt source composes), ``greso`` (knapsack on GRESO's batches), ... or ``stream`` (knapsack on the prompts as a
+streaming dataset: 3 passes; "column" is then the store's rates, a stream has no column). Each rank writes
 ``OUT_DIR/rank{process_index}.json``:
 {"full": run, "resumed": {step: run}}, where a run is {"allocations": [[step, prompt ids, counts], ...] from
 ``allocations.jsonl`` (main process only), "statistics": state_dict, "column": [...]}.
@@ -28,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the shar
 
 from accelerate import PartialState  # noqa: E402
 from datasets import Dataset  # noqa: E402
+from helpers.prompt_sources import LeastPickedPool  # noqa: E402, F401  (registers "test_least_picked")
 from helpers.trainer import build_trainer  # noqa: E402
 
 from trl_adaptive.trainer.allocation_log import ALLOCATION_LOG_FILE, read_allocation_log  # noqa: E402
@@ -47,6 +49,16 @@ MODES = {
     },
     # Pilot-Commit evicts solved prompts: its evicted set is state that must survive the checkpoint.
     "pilot_commit": {"allocator": "pilot_commit", "allocator_kwargs": {"pilot_rollouts": 2, "max_rollouts": 8}},
+    # A prompt source that picks the prompts it generated for least often from a pool beyond the sampler's: its
+    # counts are state that must survive the checkpoint, and its draws must be the uninterrupted run's.
+    "prompt_source": {"allocator": "knapsack", "max_rollouts": 6, "prompt_source": "test_least_picked"},
+    # GRESO's skip rule: its streaks and adaptive skip bases are state; the pool is the whole data (2 x 2 prompts).
+    "greso": {
+        "allocator": "knapsack",
+        "max_rollouts": 6,
+        "prompt_source": "greso",
+        "prompt_source_kwargs": {"max_pool_factor": 2},
+    },
     # The same prompts as a stream (3 passes, max_steps=6): transformers cannot tell a stream's passes apart.
     "stream": {"allocator": "knapsack", "max_rollouts": 6},
     # A pilot round of 2 per prompt, then the rest of the step by the knapsack on the posterior, whose evidence fades

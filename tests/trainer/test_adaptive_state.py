@@ -55,8 +55,17 @@ def test_the_state_file_round_trips_through_the_state_alone(tmp_path):
     state.begin_epoch(1, 6)
     path = save_adaptive_state(state, str(tmp_path), global_step=9)
     saved = json.loads(open(path, encoding="utf-8").read())
-    assert list(saved) == ["format_version", "allocator", "procedure", "statistics", "epochs_closed", "epoch_position"]
+    assert list(saved) == [
+        "format_version",
+        "allocator",
+        "procedure",
+        "prompt_source",
+        "statistics",
+        "epochs_closed",
+        "epoch_position",
+    ]
     assert saved["allocator"]["name"] == "knapsack" and saved["epochs_closed"] == 1
+    assert saved["prompt_source"] == {"name": "sampler", "state": {}}
     assert saved["epoch_position"] == {"epoch": 1, "steps_in_epoch": 3}
 
     fresh = _state(tmp_path)

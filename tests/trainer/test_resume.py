@@ -19,12 +19,20 @@ import transformers.trainer
 from helpers import REPO
 from helpers.allocation import RecordingAllocator, holds_state, run_steps
 from helpers.launch import launch_two_ranks
+from helpers.prompt_sources import LeastPickedPool  # noqa: F401  (registers "test_least_picked")
 from helpers.trainer import build_trainer, make_dataset
 
 from trl_adaptive import AdaptiveGRPOTrainer
 from trl_adaptive.run_files import ADAPTIVE_STATE_FILE
+from trl_adaptive.sampling.source import SourceContext
 from trl_adaptive.stats import PromptStatistics
-from trl_adaptive.strategies import build_procedure, get_allocator, registered_strategies
+from trl_adaptive.strategies import (
+    build_procedure,
+    build_prompt_source,
+    get_allocator,
+    registered_prompt_sources,
+    registered_strategies,
+)
 from trl_adaptive.trainer.checkpoint import newest_complete_checkpoint
 
 SCRIPTS = REPO / "tests" / "scripts"
@@ -92,7 +100,19 @@ def _check_matrix(report: dict, mode: str, rank: int = 0) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "mode", ["knapsack", "dynamic", "seq", "cero", "pilot", "cero_dynamic", "pilot_commit", "stream"]
+    "mode",
+    [
+        "knapsack",
+        "dynamic",
+        "seq",
+        "cero",
+        "pilot",
+        "cero_dynamic",
+        "pilot_commit",
+        "prompt_source",
+        "greso",
+        "stream",
+    ],
 )
 def test_resume_matrix_one_process(tiny_model_dir, tmp_path, mode):
 
@@ -120,9 +140,45 @@ def test_every_strategy_that_holds_state_between_steps_has_a_resume_mode():
     assert not missing, f"add a mode for {sorted(missing)} to tests/scripts/resume_matrix.py and the tests above"
 
 
+def test_every_prompt_source_that_holds_state_between_steps_has_a_resume_mode():
+    """As above for the prompt sources: one that keeps state from step to step fails here until it has a mode."""
+    sys.path.insert(0, str(SCRIPTS))
+    from resume_matrix import MODES
+
+    stateful = [name for name in registered_prompt_sources() if _source_holds_state(build_prompt_source(name))]
+    assert "test_least_picked" in stateful  # the check sees state where there is some
+    missing = set(stateful) - {mode.get("prompt_source") for mode in MODES.values()}
+    assert not missing, f"add a mode for {sorted(missing)} to tests/scripts/resume_matrix.py and the tests above"
+
+
+def _source_holds_state(source) -> bool:
+    """Three steps of 4 prompts out of 16, every completion solved at half the prompts: any state left?"""
+    store, rng = PromptStatistics(), np.random.default_rng(0)
+    for step in range(3):
+        offered = np.arange(4 * step, 4 * step + 4)
+
+        def draw(exclude, number):
+            rest = np.setdiff1d(np.arange(16), exclude)
+            return np.sort(rng.choice(rest, size=min(number, len(rest)), replace=False))
+
+        ids = source.compose(SourceContext(offered, store.batch, draw, rng, step, group_size=4)).prompt_ids
+        group_ids = np.repeat(np.arange(len(ids)), 4)
+        rewards = (ids[group_ids] % 2).astype(np.float64)
+        source.end_step(ids, group_ids, rewards, 1.0)
+        store.update(ids[group_ids], rewards)
+    return _holds_values(source.own_state())
+
+
+def _holds_values(value) -> bool:
+    """Whether a JSON value holds anything but empty containers (``{"picked": {}}`` holds nothing)."""
+    if isinstance(value, dict | list):
+        return any(_holds_values(v) for v in (value.values() if isinstance(value, dict) else value))
+    return True
+
+
 @pytest.mark.slow
 @pytest.mark.multiprocess
-@pytest.mark.parametrize("mode", ["knapsack", "dynamic", "seq", "pilot", "cero_dynamic", "stream"])
+@pytest.mark.parametrize("mode", ["knapsack", "dynamic", "seq", "pilot", "cero_dynamic", "prompt_source", "stream"])
 def test_resume_matrix_two_processes(tiny_model_dir, tmp_path, mode):
     reports = launch_two_ranks(SCRIPTS / "resume_matrix.py", tiny_model_dir, tmp_path, mode)
     for rank, report in enumerate(reports):

@@ -9,6 +9,9 @@ No torch, no trl. See :mod:`trl_adaptive.sampling.base` for the protocol and the
 ``CeroPacing(cero)``   CERO's price skips prompts and draws others in their place
 ``PilotCommit()``      Pilot-Commit's thresholds and eviction
 ``DynamicSampling(p)`` DAPO's filter around any procedure ``p`` that trains what it generates
+``PromptSource``       which prompts enter a batch, composed from the sampler's (``source.py``; ``OfferedPrompts``:
+                       the sampler's unchanged, the default; ``ThompsonPoolSelection``: MoPPS, ``mopps``;
+                       ``SettledPromptSkipping``: GRESO, ``greso``; ``selection.py``)
 =====================  ==========================================================================================
 
 Names resolve to procedures in :mod:`trl_adaptive.strategies` (``build_procedure``, ``as_procedure``), which sits
@@ -23,7 +26,9 @@ from .dynamic import DynamicSampling
 from .pilot_commit import PilotCommit
 from .plan import Pilot, PlanAhead
 from .rules import dynamic_sampling_keep, is_success
+from .selection import SettledPromptSkipping, ThompsonPoolSelection
 from .sequential import ReinforceAdaSeqBalance, ReinforceAdaSeqPos, Sequential
+from .source import OfferedPrompts, PromptSource, SourceBatch, SourceContext
 from .state import state_tree, tree_from_separate_states
 
 __all__ = [
@@ -32,15 +37,21 @@ __all__ = [
     "BatchRun",
     "CeroPacing",
     "DynamicSampling",
+    "OfferedPrompts",
     "Outcome",
     "Pilot",
     "PilotCommit",
     "PlanAhead",
     "Procedure",
+    "PromptSource",
     "ReinforceAdaSeqBalance",
     "ReinforceAdaSeqPos",
     "Round",
     "Sequential",
+    "SettledPromptSkipping",
+    "SourceBatch",
+    "SourceContext",
+    "ThompsonPoolSelection",
     "cero_procedure",
     "drive",
     "dynamic_sampling_keep",

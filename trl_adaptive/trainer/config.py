@@ -87,8 +87,12 @@ class AdaptiveGRPOConfig(GRPOConfig):
         is trained on. `0` turns the pilot off. (Pilot-Commit's own rule is `allocator="pilot_commit"`.)
     prompt_source (`str`, *optional*, defaults to `"sampler"`):
         Registered name of the prompt source, which decides which prompts enter each generation batch
-        (docs/sampling.md#prompt-sources). `"sampler"` (the default) takes the data's sampler's prompts unchanged, as
-        `GRPOTrainer` does; a source that draws candidates beyond them needs a map-style (not streaming) dataset.
+        (docs/sampling.md#prompt-sources-which-prompts-enter-a-batch). `"sampler"` (the default) takes the data's
+        sampler's prompts unchanged, as `GRPOTrainer` does. `"mopps"` (MoPPS: a Thompson draw on each candidate's
+        posterior from a pool of `pool_factor` x the batch's prompts, those nearest `target` kept) and `"greso"`
+        (GRESO: prompts whose recent groups all had equal rewards skipped with a probability that grows with the
+        streak) choose which prompts are generated for; they draw candidates beyond the sampler's and need a
+        map-style (not streaming) dataset of at least `pool_factor` (`max_pool_factor`) x the batch's prompts.
     prompt_source_kwargs (`dict` or `str`, *optional*):
         Constructor arguments of the prompt source (a dict, or a JSON string on the command line).
     posterior_half_life (`float` or `None`, *optional*, defaults to `None`):
@@ -209,8 +213,8 @@ class AdaptiveGRPOConfig(GRPOConfig):
     prompt_source: str = field(
         default="sampler",
         metadata={
-            "help": "Which prompts enter each generation batch, by registered name; 'sampler' (the default) takes the "
-            "data's sampler's prompts unchanged, as GRPOTrainer does."
+            "help": "Which prompts enter each generation batch, by registered name: 'sampler' (the default) takes the "
+            "data's sampler's prompts unchanged, as GRPOTrainer does; 'mopps' and 'greso' select from a larger pool."
         },
     )
     prompt_source_kwargs: dict[str, Any] | str | None = field(
