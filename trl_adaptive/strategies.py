@@ -43,6 +43,8 @@ from .sampling import (
     ReinforceAdaSeqPos,
     cero_procedure,
 )
+from .sampling.selection import SettledPromptSkipping, ThompsonPoolSelection
+from .sampling.source import OfferedPrompts, PromptSource
 
 
 @dataclass(frozen=True)
@@ -241,6 +243,55 @@ def build_procedure(
     return procedure
 
 
+# -- prompt sources: which prompts enter a generation batch (AdaptiveGRPOConfig.prompt_source) ---------------------
+_PROMPT_SOURCES: dict[str, type[PromptSource]] = {}
+
+
+def register_prompt_source(cls: type[PromptSource]) -> type[PromptSource]:
+    """Make ``cls.name`` a ``prompt_source`` name (usable as a class decorator); one name, one class."""
+    if not (isinstance(cls, type) and issubclass(cls, PromptSource)) or not getattr(cls, "name", ""):
+        raise ValueError(f"{cls!r} must be a PromptSource subclass with a class attribute `name` to be registered.")
+    held = _PROMPT_SOURCES.get(cls.name)
+    if held is not None and held is not cls:
+        raise ValueError(f"prompt source {cls.name!r} is already registered to {held}; give {cls} another name.")
+    _PROMPT_SOURCES[cls.name] = cls
+    return cls
+
+
+def prompt_source(name: str) -> type[PromptSource]:
+    """The registered prompt source class ``name``; a ValueError listing the registered names otherwise."""
+    if name not in _PROMPT_SOURCES:
+        raise ValueError(
+            f"Unknown prompt_source {name!r}. Registered prompt sources: {', '.join(registered_prompt_sources())}."
+        )
+    return _PROMPT_SOURCES[name]
+
+
+def registered_prompt_sources() -> list[str]:
+    """Every name ``AdaptiveGRPOConfig.prompt_source`` accepts."""
+    return sorted(_PROMPT_SOURCES)
+
+
+def build_prompt_source(name: str, kwargs: Mapping[str, Any] | None = None) -> PromptSource:
+    """The source ``name`` built with ``kwargs`` (``prompt_source_kwargs``); unknown arguments refused by name."""
+    cls = prompt_source(name)
+    kwargs = dict(kwargs or {})
+    kinds = (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    accepted = [p.name for p in inspect.signature(cls).parameters.values() if p.kind in kinds]
+    unknown = sorted(set(kwargs) - set(accepted))
+    if unknown:
+        takes = f"it takes {', '.join(accepted)}" if accepted else "it takes none"
+        raise ValueError(
+            f"prompt_source={name!r} takes no argument(s) {unknown}; {takes}. Remove them from prompt_source_kwargs."
+        )
+    return cls(**kwargs)
+
+
+# the default, then prompt selection before rollout (sampling/selection.py: MoPPS's Thompson rule, GRESO's skipping)
+for _source in (OfferedPrompts, ThompsonPoolSelection, SettledPromptSkipping):
+    register_prompt_source(_source)
+
+
 # -- the built-in strategies ----------------------------------------------------------------------------------------
 for _entry in (
     Strategy("uniform", allocator=UniformAllocator),
@@ -265,10 +316,14 @@ __all__ = [
     "Strategy",
     "as_procedure",
     "build_procedure",
+    "build_prompt_source",
     "get_allocator",
+    "prompt_source",
     "register_allocator",
+    "register_prompt_source",
     "register_strategy",
     "registered_allocators",
+    "registered_prompt_sources",
     "registered_strategies",
     "strategy",
     "strategy_of",

@@ -1,7 +1,8 @@
 """One simulation: a sampling procedure trained on a simulated prompt population for a number of epochs.
 
-Each step takes the next M prompts of the epoch's shuffled order, lets the procedure sample them from the statistics
-store (:func:`~trl_adaptive.sim.step.run_step`), logs what it generated and trained
+Each step offers the next M prompts of the epoch's shuffled order to the prompt source, which composes the batch
+(:func:`~trl_adaptive.sim.step.compose_step`; the default takes them unchanged), lets the procedure sample them from
+the statistics store (:func:`~trl_adaptive.sim.step.run_step`), logs what it generated and trained
 (:class:`~trl_adaptive.sim.results.StepLog`), then updates the store with every scored completion and the prompts'
 true p with the trained ones (:class:`~trl_adaptive.sim.population.LearningRule`).
 """
@@ -14,12 +15,13 @@ import numpy as np
 
 from trl_adaptive.allocation.base import Allocator
 from trl_adaptive.sampling import Procedure
+from trl_adaptive.sampling.source import PromptSource
 from trl_adaptive.stats import PromptStatistics
 
 from .lengths import LENGTHS, LengthModel, PromptLengths
 from .population import MIXES, DifficultyMix, LearningRule, RuleKind, expit, logit
 from .results import SimulationResult, StepLog, summarize
-from .step import StatisticsStore, run_step, simulated_procedure
+from .step import StatisticsStore, compose_step, run_step, simulated_procedure, simulated_source
 
 
 def simulate(
@@ -35,6 +37,8 @@ def simulate(
     lengths: str | LengthModel = "default",
     hard_threshold: float = 0.01,
     statistics_factory: Callable[[], StatisticsStore] | None = None,
+    prompt_source: str | PromptSource = "sampler",
+    prompt_source_kwargs: dict | None = None,
 ) -> SimulationResult:
     """Run one allocator on a simulated prompt population at training budget B = batch_prompts * num_generations.
 
@@ -74,6 +78,9 @@ def simulate(
             ``trl_adaptive.stats.PromptStatistics()``, the trainer's store. It is updated once per step with every
             completion generated and its length (as the trainer's round loop does), so a token-budgeted allocator
             reads lengths learned as the trainer's are.
+        prompt_source: which prompts enter each batch, as ``AdaptiveGRPOConfig.prompt_source`` (a registered name
+            built with ``prompt_source_kwargs``, or a :class:`~trl_adaptive.sampling.source.PromptSource`,
+            deep-copied); it composes each batch from the epoch order's M prompts. The default takes them unchanged.
 
     Returns:
         a :class:`SimulationResult`.
@@ -81,14 +88,17 @@ def simulate(
     _check_sizes(num_prompts, batch_prompts, num_generations, epochs)
     procedure = simulated_procedure(allocator)
     procedure.check(batch_prompts, batch_prompts * num_generations, num_generations)
+    source = simulated_source(prompt_source, prompt_source_kwargs)
+    source.check(num_prompts, batch_prompts)
     rule = LearningRule(kind=learning_rule) if isinstance(learning_rule, str) else learning_rule
     difficulty = MIXES[mix] if isinstance(mix, str) else mix
     length_model = _length_model(lengths)
     store = (statistics_factory or PromptStatistics)()
 
     # The first three generators are those of a plan-ahead run, so adding strategies changed none of its numbers;
-    # lengths draw from a sixth, so adding them changed no reward either.
-    population_rng, order_rng, reward_rng, draw_rng, select_rng, length_rng = np.random.default_rng(seed).spawn(6)
+    # lengths draw from a sixth, so adding them changed no reward either; the prompt source from a seventh and eighth.
+    streams = np.random.default_rng(seed).spawn(8)
+    population_rng, order_rng, reward_rng, draw_rng, select_rng, length_rng, source_rng, source_draw_rng = streams
     p_initial = difficulty.sample(num_prompts, population_rng)
     prompt_lengths = PromptLengths.draw(length_model, num_prompts, length_rng)
     logits = logit(p_initial)
@@ -97,10 +107,21 @@ def simulate(
     for epoch in range(epochs):
         order = order_rng.permutation(num_prompts)
         for s in range(steps_per_epoch):
-            ids = order[s * batch_prompts : (s + 1) * batch_prompts]
+            offered = order[s * batch_prompts : (s + 1) * batch_prompts]
+            step = epoch * steps_per_epoch + s
+            ids = compose_step(source, offered, store, num_prompts, step, source_rng, source_draw_rng, num_generations)
             # The procedure samples from the store's statistics only (what the trainer sees).
             out = run_step(
-                procedure, ids, store, logits, prompt_lengths, num_generations, reward_rng, draw_rng, select_rng
+                procedure,
+                ids,
+                store,
+                logits,
+                prompt_lengths,
+                num_generations,
+                reward_rng,
+                draw_rng,
+                select_rng,
+                source,
             )
             log.record(epoch, out, p_true=expit(logits[out.generated_ids]))
             # The store sees every scored completion and its length; learning, only the trained ones.

@@ -3,7 +3,9 @@
 The trainer and the simulator run the same procedures through the same loop (:func:`trl_adaptive.sampling.drive`);
 only the world differs: here a completion of prompt i is a Bernoulli(p_i) reward at the prompt's true p_i with a length
 drawn from the prompt's length distribution (:mod:`~trl_adaptive.sim.lengths`; a cut completion fails), and the further
-prompts a procedure asks for are drawn uniformly from the rest of the population.
+prompts a procedure asks for are drawn uniformly from the rest of the population, through the prompt source
+(:meth:`~trl_adaptive.sampling.source.PromptSource.draw_further`), which also composes each batch from the epoch's
+order (:func:`compose_step`), as in the trainer.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ import numpy as np
 
 from trl_adaptive.allocation.base import Allocator, PromptBatchStats
 from trl_adaptive.sampling import BatchContext, Procedure, Round, drive, is_success
-from trl_adaptive.strategies import as_procedure
+from trl_adaptive.sampling.source import PromptSource, SourceContext, check_source_batch
+from trl_adaptive.strategies import as_procedure, build_prompt_source
 
 from .lengths import PromptLengths
 from .population import expit, seq_advantage_weights
@@ -74,6 +77,36 @@ def simulated_procedure(spec: str | Allocator | Procedure) -> Procedure:
     return as_procedure(copy.deepcopy(spec))
 
 
+def simulated_source(spec: str | PromptSource, kwargs: dict | None = None) -> PromptSource:
+    """The prompt source a spec runs in the simulator: a name's (built with ``kwargs``), or a private copy."""
+    if isinstance(spec, str):
+        return build_prompt_source(spec, kwargs)
+    if not isinstance(spec, PromptSource) or kwargs:
+        raise TypeError(f"Expected a prompt source name or a PromptSource (no kwargs), got {type(spec).__name__}.")
+    return copy.deepcopy(spec)
+
+
+def compose_step(
+    source: PromptSource,
+    offered: np.ndarray,
+    store: StatisticsStore,
+    num_prompts: int,
+    step: int,
+    rng: np.random.Generator,
+    draw_rng: np.random.Generator,
+    group_size: int,
+) -> np.ndarray:
+    """The batch's prompt ids as ``source`` composes them from the epoch order's ``offered`` ids; its candidates
+    beyond them drawn uniformly from the rest of the population (fewer when fewer are left)."""
+
+    def draw(exclude: np.ndarray, number: int) -> np.ndarray:
+        candidates = np.setdiff1d(np.arange(num_prompts), exclude)
+        return np.sort(draw_rng.choice(candidates, size=min(int(number), len(candidates)), replace=False))
+
+    ctx = SourceContext(np.asarray(offered, dtype=np.int64), store.batch, draw, rng, step, group_size)
+    return check_source_batch(source, ctx, source.compose(ctx))
+
+
 def run_step(
     procedure: Procedure,
     ids: np.ndarray,
@@ -84,9 +117,10 @@ def run_step(
     reward_rng: np.random.Generator,
     draw_rng: np.random.Generator,
     select_rng: np.random.Generator,
+    source: PromptSource | None = None,
 ) -> SimulatedStep:
     """One batch of ``procedure`` with r ~ Bernoulli(p_i) and lengths from ``lengths``, as the trainer drives it
-    (``sampling.drive``)."""
+    (``sampling.drive``); the procedure's further prompts go through ``source``, which then observes the batch."""
 
     def draw_prompts(exclude: np.ndarray, number: int) -> np.ndarray:
         candidates = np.setdiff1d(np.arange(len(logits)), exclude)
@@ -106,10 +140,17 @@ def run_step(
         return rewards, tokens
 
     budget = len(ids) * num_generations
-    ctx = BatchContext(ids, budget, num_generations, 1.0, store.batch, draw_prompts, select_rng)
+    draw = (
+        draw_prompts
+        if source is None
+        else (lambda exclude, number: source.draw_further(draw_prompts, exclude, number))
+    )
+    ctx = BatchContext(ids, budget, num_generations, 1.0, store.batch, draw, select_rng)
     outcome = drive(procedure, ctx, generate)
     procedure.end_step(outcome)
     record = outcome.record
+    if source is not None:
+        source.end_step(record.prompt_ids, record.group_ids, record.rewards, ctx.success_threshold)
     generated, successes = record.counts(), record.successes().astype(np.int64)
     trained = outcome.trained_counts
     success = is_success(record.rewards[outcome.selected], ctx.success_threshold)
@@ -144,4 +185,4 @@ def run_step(
     )
 
 
-__all__ = ["SimulatedStep", "StatisticsStore", "run_step", "simulated_procedure"]
+__all__ = ["SimulatedStep", "StatisticsStore", "compose_step", "run_step", "simulated_procedure", "simulated_source"]

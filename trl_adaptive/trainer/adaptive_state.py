@@ -6,6 +6,7 @@ write it (``persistence.py``, ``rounds.py``, ``callback.py``); its public attrib
 
 - the training prompts (``prompts.py``: a dataset's, or a stream's, learned as it comes);
 - the sampling procedure (``trl_adaptive.sampling``) and the allocator, the strategy by name;
+- the prompt source, which composes each generation batch from the sampler's ids (``sampling/source.py``);
 - the statistics store, and whether it holds the run's statistics (a resume's are restored with its checkpoint);
 - the epoch bookkeeping: which trainer epochs are closed in the store, which one runs and where it began.
 
@@ -18,13 +19,17 @@ from __future__ import annotations
 import os
 from typing import Any
 
+import numpy as np
+
 from ..allocation import Allocator
 from ..run_files import FINAL_STATISTICS_FILE
-from ..sampling import Procedure
+from ..sampling import Outcome, Procedure
+from ..sampling.source import OfferedPrompts, PromptSource
 from ..stats import PromptStatistics
 from .config import AdaptiveGRPOConfig
 from .inputs import check_dataset_holds_a_batch, check_procedure_reads_the_data, innermost
 from .persistence import initial_statistics
+from .prompt_source import check_source_reads_the_data, compose_batch
 from .prompts import training_prompts
 
 
@@ -36,6 +41,9 @@ class AdaptiveState:
         procedure: the sampling procedure; ``allocator`` is its plan-ahead allocator, or the round procedure that
             takes its place (Seq).
         prompt_statistics: the statistics store.
+        group_size: TRL's ``num_generations``, the average completions per prompt (the prompt source's context).
+        prompt_source: which prompts enter each generation batch (``AdaptiveGRPOConfig.prompt_source``); composes
+            and observes on the main process, as the procedure does.
         statistics_hold_the_run: False from a resume's start until its checkpoint is restored (the store is then
             not the run's: the final statistics file is not written from it).
         epochs_closed: trainer epochs whose statistics have been closed (``end_epoch``) in this run.
@@ -49,11 +57,15 @@ class AdaptiveState:
         training_prompts: Any,
         procedure: Procedure,
         prompt_statistics: PromptStatistics,
+        group_size: int,
+        prompt_source: PromptSource | None = None,
     ) -> None:
         self.training_prompts = training_prompts
         self.procedure = procedure
         self.allocator = _strategy(procedure)
         self.prompt_statistics = prompt_statistics
+        self.group_size = group_size
+        self.prompt_source = prompt_source if prompt_source is not None else OfferedPrompts()
         self.statistics_hold_the_run = True
         self.epochs_closed = 0
         self.current_epoch = 0
@@ -70,10 +82,27 @@ class AdaptiveState:
             args.generation_batch_size // args.num_generations, args.generation_batch_size, args.num_generations
         )
         check_procedure_reads_the_data(procedure, prompts.streaming)
+        source = args.build_prompt_source()
+        num_prompts = None if prompts.streaming else len(prompts)
+        batch_prompts = args.generation_batch_size // args.num_generations
+        check_source_reads_the_data(source, prompts.streaming, num_prompts, batch_prompts)
         store = initial_statistics(statistics, args)
         prompts.attach(store, "statistics passed to AdaptiveGRPOTrainer")
         prompts.apply_prior(store)
-        return cls(prompts, procedure, store)
+        return cls(prompts, procedure, store, args.num_generations, source)
+
+    def compose_batch(self, offered: np.ndarray, seed: int, step: int) -> tuple[np.ndarray, dict[str, float]]:
+        """Main process: the batch's prompt ids as the prompt source composes them from the sampler's ``offered``
+        ids, and its ``prompt_source/*`` metrics (``prompt_source.compose_batch``)."""
+        store, prompts = self.prompt_statistics, self.training_prompts
+        return compose_batch(self.prompt_source, offered, store, prompts, seed, step, self.group_size)
+
+    def end_step(self, outcome: Outcome, success_threshold: float) -> None:
+        """Main process: the procedure's and the prompt source's state move once per step, the source observing
+        every completion the batch generated."""
+        self.procedure.end_step(outcome)
+        record = outcome.record
+        self.prompt_source.end_step(record.prompt_ids, record.group_ids, record.rewards, success_threshold)
 
     def close_epochs_through(self, epoch: int) -> bool:
         """Close trainer epochs ``[epochs_closed, epoch)`` in the store (closing an epoch twice is impossible);

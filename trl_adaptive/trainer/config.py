@@ -12,7 +12,7 @@ from trl import GRPOConfig
 from .._validate import check_int, check_number
 from ..allocation.base import check_rollout_bounds
 from ..allocation.token_budget import UNIFORM_TOKENS
-from ..strategies import build_procedure, registered_strategies, strategy
+from ..strategies import build_procedure, build_prompt_source, registered_strategies, strategy
 from .statistics_settings import check_statistics_settings
 
 #: generation_token_budget's default: "uniform" for an allocator that honours a token budget, none for the others.
@@ -85,6 +85,12 @@ class AdaptiveGRPOConfig(GRPOConfig):
         With `allocator="bayes_knapsack"`: a pilot round of this many completions per prompt, absorbed by the
         posterior before the rest of the step's budget is allocated with `allocate_remaining`. Every pilot completion
         is trained on. `0` turns the pilot off. (Pilot-Commit's own rule is `allocator="pilot_commit"`.)
+    prompt_source (`str`, *optional*, defaults to `"sampler"`):
+        Registered name of the prompt source, which decides which prompts enter each generation batch
+        (docs/sampling.md#prompt-sources). `"sampler"` (the default) takes the data's sampler's prompts unchanged, as
+        `GRPOTrainer` does; a source that draws candidates beyond them needs a map-style (not streaming) dataset.
+    prompt_source_kwargs (`dict` or `str`, *optional*):
+        Constructor arguments of the prompt source (a dict, or a JSON string on the command line).
     posterior_half_life (`float` or `None`, *optional*, defaults to `None`):
         Half-life of the per-prompt Beta posterior's evidence (read by `bayes_knapsack` and `cero`), in generation
         batches (= optimizer steps when `steps_per_generation` is 1): a completion scored h batches ago weighs half.
@@ -200,6 +206,17 @@ class AdaptiveGRPOConfig(GRPOConfig):
             "allocated on the updated posterior (0: off). pilot_commit's pilot is set in allocator_kwargs."
         },
     )
+    prompt_source: str = field(
+        default="sampler",
+        metadata={
+            "help": "Which prompts enter each generation batch, by registered name; 'sampler' (the default) takes the "
+            "data's sampler's prompts unchanged, as GRPOTrainer does."
+        },
+    )
+    prompt_source_kwargs: dict[str, Any] | str | None = field(
+        default=None,
+        metadata={"help": "Prompt source constructor arguments as a dict or JSON string."},
+    )
     posterior_half_life: float | None = field(
         default=None,
         metadata={"help": "Half-life of the Beta posterior's evidence in generation batches; None: never forget."},
@@ -256,7 +273,8 @@ class AdaptiveGRPOConfig(GRPOConfig):
         if self.bf16 is None and not self.fp16 and not (is_torch_bf16_gpu_available() or is_torch_xla_available()):
             self.bf16 = False
         super().__post_init__()
-        self.allocator_kwargs = _parsed_allocator_kwargs(self.allocator_kwargs)
+        self.allocator_kwargs = _parsed_kwargs("allocator_kwargs", self.allocator_kwargs)
+        self.prompt_source_kwargs = _parsed_kwargs("prompt_source_kwargs", self.prompt_source_kwargs)
         if self.allocator not in registered_strategies():
             raise ValueError(
                 f"allocator={self.allocator!r} is not a registered allocator. Choose one of "
@@ -274,6 +292,7 @@ class AdaptiveGRPOConfig(GRPOConfig):
         self._check_token_budget()
         self._check_rollout_bounds()
         self.build_procedure()  # unknown allocator_kwargs and combinations that cannot work fail here, named
+        self.build_prompt_source()  # an unknown name or argument fails here, named
         if not self.prompt_id_column or not self.success_rate_column:
             raise ValueError("prompt_id_column and success_rate_column must be non-empty column names.")
         if self.prompt_id_column == self.success_rate_column:
@@ -366,6 +385,10 @@ class AdaptiveGRPOConfig(GRPOConfig):
             strategy_kwargs=self.strategy_kwargs() | extra if strategy is None else None,
         )
 
+    def build_prompt_source(self):
+        """The prompt source this config names, built with ``prompt_source_kwargs`` (a fresh one per call)."""
+        return build_prompt_source(self.prompt_source, self.prompt_source_kwargs)
+
     @property
     def statistics_config(self) -> dict[str, float | None]:
         """The :class:`~trl_adaptive.PromptStatistics` settings this config fixes (a store must match them), by the
@@ -393,13 +416,13 @@ class AdaptiveGRPOConfig(GRPOConfig):
         return cls(**values, **adaptive_fields)
 
 
-def _parsed_allocator_kwargs(value: Any) -> dict[str, Any] | None:
-    """``allocator_kwargs`` as a dict: a JSON object string (the command line's form) is parsed."""
+def _parsed_kwargs(name: str, value: Any) -> dict[str, Any] | None:
+    """A ``*_kwargs`` field as a dict: a JSON object string (the command line's form) is parsed."""
     if isinstance(value, str):
         try:
             value = json.loads(value)
         except json.JSONDecodeError as error:
-            raise ValueError(f"allocator_kwargs is not valid JSON ({error}): {value!r}") from None
+            raise ValueError(f"{name} is not valid JSON ({error}): {value!r}") from None
     if value is not None and not isinstance(value, dict):
-        raise ValueError(f"allocator_kwargs must be a dict or a JSON object string, got {value!r}.")
+        raise ValueError(f"{name} must be a dict or a JSON object string, got {value!r}.")
     return value

@@ -45,6 +45,7 @@ def save_adaptive_state(state: AdaptiveState, folder: str, global_step: int) -> 
     saved = {
         "allocator": {"name": state.allocator.name},  # the strategy's name: for reports and a clear refusal
         "procedure": state.procedure.state_dict(),
+        "prompt_source": {"name": state.prompt_source.name, "state": state.prompt_source.own_state()},
         "statistics": state.prompt_statistics.state_dict(),
         "epochs_closed": state.epochs_closed,
         # where in the data the run is: a stream resumes here (transformers cannot tell a stream's passes apart)
@@ -59,6 +60,16 @@ def _check_procedure_name(state: AdaptiveState, saved: dict[str, Any], path: str
         raise ValueError(
             f"{path} was written with allocator {saved['allocator']['name']!r} but this run uses "
             f"{state.allocator.name!r}; resume with the same allocator."
+        )
+
+
+def _check_prompt_source_name(state: AdaptiveState, saved: dict[str, Any], path: str) -> None:
+    """The saved prompt source is this run's (a file written before sources were saved: the default, stateless)."""
+    saved.setdefault("prompt_source", {"name": "sampler", "state": {}})
+    if saved["prompt_source"].get("name") != state.prompt_source.name:
+        raise ValueError(
+            f"{path} was written with prompt_source {saved['prompt_source'].get('name')!r} but this run uses "
+            f"{state.prompt_source.name!r}; resume with the same prompt_source."
         )
 
 
@@ -97,12 +108,14 @@ def restorable_state(state: AdaptiveState, path: str, remedy: str = "") -> dict[
     store and procedure (``state`` is not changed); a ValueError that says what cannot be restored, then ``remedy``."""
     saved: dict[str, Any] = read_state(path)
     _check_procedure_name(state, saved, path)
+    _check_prompt_source_name(state, saved, path)
     _check_saved_settings(saved["statistics"], state.prompt_statistics.config, path)
     store = PromptStatistics(**state.prompt_statistics.config)
     try:
         store.load_state_dict(saved["statistics"])
         saved["procedure"] = procedure_tree(state, saved)
         copy.deepcopy(state.procedure).load_state_dict(saved["procedure"])
+        copy.deepcopy(state.prompt_source).load_own_state(saved["prompt_source"]["state"])
     except (AttributeError, KeyError, TypeError, ValueError) as error:
         raise ValueError(
             f"{path}: cannot restore the per-prompt statistics or the procedure state ({error}).{remedy}"
@@ -139,6 +152,7 @@ def load_adaptive_state(state: AdaptiveState, path: str) -> None:
     saved = restorable_state(state, path, remedy)
     state.prompt_statistics.load_state_dict(saved["statistics"])
     state.procedure.load_state_dict(saved["procedure"])
+    state.prompt_source.load_own_state(saved["prompt_source"]["state"])
     state.training_prompts.attach(state.prompt_statistics, path)
     state.epochs_closed = int(saved.get("epochs_closed", state.prompt_statistics.epoch))
 

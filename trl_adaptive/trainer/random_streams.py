@@ -17,6 +17,10 @@ DRAW_PROMPTS: tuple[int, ...] = (2,)
 #: The dispatch order of each round of a batch generated in rounds (one rank, group sizes unequal), followed by the
 #: round's number within the step.
 ROUND_DISPATCH: tuple[int, ...] = (3,)
+#: The generator handed to the prompt source when it composes a batch (``sampling/source.py``: Thompson draws).
+PROMPT_SOURCE: tuple[int, ...] = (4,)
+#: Candidates the prompt source draws beyond the sampler's ids, followed by the call's number within the step.
+SOURCE_DRAW: tuple[int, ...] = (5,)
 
 
 def step_seed(seed: int, step: int, stream: tuple[int, ...], *call: int) -> list[int]:

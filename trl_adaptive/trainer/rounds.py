@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import itertools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +30,8 @@ from ..stats import stable_prompt_ids
 from .completion_logs import replay_extras, take_round_extras
 from .dispatch import rank_slice, rank_tokens, round_order
 from .hook_state import HookState, Replay
-from .random_streams import DRAW_PROMPTS, PROCEDURE, step_seed
+from .prompt_source import procedure_draw
+from .random_streams import PROCEDURE, step_seed
 
 if TYPE_CHECKING:
     from .trainer import AdaptiveGRPOTrainer
@@ -107,15 +107,10 @@ class Generated:
 
 
 def batch_context(trainer: AdaptiveGRPOTrainer, prompt_ids: np.ndarray) -> BatchContext:
-    """The procedure's view of this step: the store, prompts drawn by (seed, step, call), a seeded generator."""
+    """The procedure's view of this step: the store, prompts drawn through the prompt source by (seed, step, call),
+    a seeded generator."""
     seed, step = trainer.args.seed, trainer.state.global_step
-    calls = itertools.count()
-
-    def draw_prompts(exclude: np.ndarray, number: int) -> np.ndarray:
-        """Prompts of the training data beyond the batch; seeded per call, so a resumed run draws the same ones and
-        the epoch's sampler is not touched."""
-        return trainer.training_prompts.draw(exclude, number, step_seed(seed, step, DRAW_PROMPTS, next(calls)))
-
+    draw_prompts = procedure_draw(trainer.adaptive_state.prompt_source, trainer.training_prompts, seed, step)
     return BatchContext(
         prompt_ids=prompt_ids,
         budget=trainer.args.generation_batch_size,

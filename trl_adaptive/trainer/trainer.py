@@ -6,7 +6,8 @@ batch (T = generation_batch_size completions, U = T / num_generations prompts, L
 
     TRL sampler rows (U prompts x G copies, L per rank)
       -> gather, keep one row per prompt                       (rounds.batch_prompt_rows)
-      -> main process: the sampling procedure asks for rounds  (trl_adaptive.sampling; broadcast to every rank)
+      -> main process: the prompt source picks the batch's prompts, the procedure asks for rounds (prompt_source.py,
+         trl_adaptive.sampling; broadcast to every rank)
            one planned round, trained whole: GRPOTrainer generates it in its own pass
            otherwise each round is generated across ranks (rounds.py), the chosen completions are replayed
       -> jobs balanced over the ranks by tokens when group sizes differ, L per rank (dispatch.py)
@@ -282,9 +283,11 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
         self.training_prompts.observe(self.prompt_statistics, batch_ids, prompt_rows)
         rows = dict(zip(batch_ids.tolist(), prompt_rows, strict=True))
         run = None
-        if self.accelerator.is_main_process:
+        if self.accelerator.is_main_process:  # the prompt source composes the batch from the sampler's ids
+            batch_ids, composed = self.adaptive_state.compose_batch(batch_ids, self.args.seed, self.state.global_step)
             ctx = batch_context(self, batch_ids)
             run = BatchRun(self.procedure, ctx, round_multiple=self.accelerator.num_processes)
+            run.record.metrics.update(composed)  # prompt_source/* (none for the default source)
         message = share(self, next_message(run) if run else None)
         if message.request.final:  # one planned round, trained whole: GRPOTrainer generates it in its own pass
             output, outcome, dispatched = self._generate_planned(run, rows, message)
@@ -374,7 +377,7 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
         record_allocation(self, outcome, group_ids, rewards)  # the store's length estimates before this step's update
         self.prompt_statistics.update(record.prompt_ids[record.group_ids], record.rewards, record.completion_tokens)
         if self.accelerator.is_main_process:
-            self.procedure.end_step(outcome)  # the procedure's and allocator's state move once per step
+            self.adaptive_state.end_step(outcome, self.args.success_threshold)  # procedure's and source's state
             self._reward_checks.observe(record.rewards, record.prompt_ids[record.group_ids], self.prompt_statistics)
         filled = record.metrics.get("dynamic_sampling/filled", 0)
         self._reward_checks.dynamic_fill(filled, len(outcome.selected), self.args.dynamic_sampling_max_rounds)
