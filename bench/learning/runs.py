@@ -53,6 +53,20 @@ METHODS: dict[str, dict] = {
     # With generation_token_budget="uniform": each batch may expect what the uniform split of it expects (no number).
     "knapsack_uniform_tokens": {"allocator": "knapsack", "generation_token_budget": "uniform"},
     "bayes_knapsack_uniform_tokens": {"allocator": "bayes_knapsack", "generation_token_budget": "uniform"},
+    # Prompt selection before rollout (a prompt source chooses WHICH prompts enter each batch; the pool's prompts that
+    # are not chosen cost nothing), with the default allocator and with uniform's.
+    "bayes_knapsack_uniform_tokens_mopps": {
+        "allocator": "bayes_knapsack",
+        "generation_token_budget": "uniform",
+        "prompt_source": "mopps",
+    },
+    "bayes_knapsack_uniform_tokens_greso": {
+        "allocator": "bayes_knapsack",
+        "generation_token_budget": "uniform",
+        "prompt_source": "greso",
+    },
+    "uniform_mopps": {"allocator": "uniform", "prompt_source": "mopps"},
+    "uniform_greso": {"allocator": "uniform", "prompt_source": "greso"},
 }
 
 
