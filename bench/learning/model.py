@@ -38,18 +38,18 @@ class Pretraining:
     warmup_steps: int = 50
     seed: int = 0
 
-    def key(self) -> str:
-        corpus = {"share": task.CORRECT_SHARE, "copy_max": task.WRONG_COPY_MAX, "letters": task.LETTERS}
-        text = json.dumps({"pretraining": asdict(self), "corpus": corpus, "version": 1}, sort_keys=True)
+    def key(self, corpus=task) -> str:
+        text = json.dumps({"pretraining": asdict(self), "corpus": corpus.corpus_key(), "version": 1}, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
-def build_tokenizer():
-    """One token per character: the letters, '=', end of sequence and padding (left, as TRL generates)."""
+def build_tokenizer(corpus=task):
+    """One token per character of ``corpus.VOCAB`` (a task module: task.py, skills.py): letters, '=', end of
+    sequence and padding (left, as TRL generates)."""
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
-    characters = Tokenizer(models.WordLevel(task.VOCAB, unk_token=None))
+    characters = Tokenizer(models.WordLevel(corpus.VOCAB, unk_token=None))
     characters.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
     characters.decoder = decoders.Fuse()
     return PreTrainedTokenizerFast(
@@ -57,13 +57,13 @@ def build_tokenizer():
     )
 
 
-def build_model(spec: Pretraining):
+def build_model(spec: Pretraining, corpus=task):
     import torch
     from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(spec.seed)
     config = LlamaConfig(
-        vocab_size=len(task.VOCAB),
+        vocab_size=len(corpus.VOCAB),
         hidden_size=spec.hidden_size,
         intermediate_size=3 * spec.hidden_size,
         num_hidden_layers=spec.layers,
@@ -71,32 +71,33 @@ def build_model(spec: Pretraining):
         num_key_value_heads=spec.heads,
         max_position_embeddings=64,
         tie_word_embeddings=True,
-        eos_token_id=task.EOS,
-        pad_token_id=task.PAD,
+        eos_token_id=corpus.EOS,
+        pad_token_id=corpus.PAD,
         bos_token_id=None,
     )
     model = LlamaForCausalLM(config)
-    model.generation_config = GenerationConfig(eos_token_id=task.EOS, pad_token_id=task.PAD, bos_token_id=None)
+    model.generation_config = GenerationConfig(eos_token_id=corpus.EOS, pad_token_id=corpus.PAD, bos_token_id=None)
     return model
 
 
-def pretrain(spec: Pretraining, log_every: int = 100):
-    """The model after ``spec.steps`` AdamW steps of next-token loss on completion tokens (cosine schedule)."""
+def pretrain(spec: Pretraining, log_every: int = 100, corpus=task):
+    """The model after ``spec.steps`` AdamW steps of next-token loss on ``corpus``'s completion tokens (cosine
+    schedule)."""
     import torch
 
     torch.manual_seed(spec.seed)
-    model = build_model(spec)
+    model = build_model(spec, corpus)
     optimizer = torch.optim.AdamW(model.parameters(), lr=spec.learning_rate, weight_decay=0.0)
     rng = np.random.default_rng(spec.seed)
     for step in range(spec.steps):
         warmup = min(1.0, (step + 1) / spec.warmup_steps)
         for group in optimizer.param_groups:
             group["lr"] = spec.learning_rate * warmup * 0.5 * (1 + math.cos(math.pi * step / spec.steps))
-        ids, mask = task.pretraining_batch(rng, spec.batch_size)
+        ids, mask = corpus.pretraining_batch(rng, spec.batch_size)
         ids, mask = torch.from_numpy(ids), torch.from_numpy(mask)
-        width = int((ids != task.PAD).sum(1).max())  # drop the columns that are padding in every row
+        width = int((ids != corpus.PAD).sum(1).max())  # drop the columns that are padding in every row
         ids, mask = ids[:, :width], mask[:, :width]
-        loss = model(input_ids=ids, attention_mask=(ids != task.PAD).long(), labels=ids.masked_fill(mask == 0, -100))
+        loss = model(input_ids=ids, attention_mask=(ids != corpus.PAD).long(), labels=ids.masked_fill(mask == 0, -100))
         optimizer.zero_grad()
         loss.loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -106,17 +107,17 @@ def pretrain(spec: Pretraining, log_every: int = 100):
     return model
 
 
-def pretrained_model(spec: Pretraining | None = None, cache_dir: str | Path | None = None) -> Path:
-    """The folder of the pretrained model and tokenizer for ``spec``, built on first use."""
+def pretrained_model(spec: Pretraining | None = None, cache_dir: str | Path | None = None, corpus=task) -> Path:
+    """The folder of the pretrained model and tokenizer for ``spec`` on ``corpus``'s task, built on first use."""
     spec = spec or Pretraining()
-    target = Path(cache_dir or DEFAULT_CACHE) / f"reversal-llama-{spec.key()}"
+    target = Path(cache_dir or DEFAULT_CACHE) / f"{corpus.NAME}-llama-{spec.key(corpus)}"
     if (target / "config.json").is_file():
         return target
-    model = pretrain(spec)
+    model = pretrain(spec, corpus=corpus)
     staging = target.with_name(target.name + f".partial-{os.getpid()}")
     shutil.rmtree(staging, ignore_errors=True)
     model.save_pretrained(staging)
-    build_tokenizer().save_pretrained(staging)
+    build_tokenizer(corpus).save_pretrained(staging)
     (staging / "pretraining.json").write_text(json.dumps(asdict(spec), indent=1))
     staging.rename(target)
     return target

@@ -17,7 +17,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import task
+from . import skills, task
+
+# The tasks (modules with the same names: Prompts, reward, row_groups, MAX_COMPLETION_TOKENS, VOCAB, ...).
+TASKS = {task.NAME: task, skills.NAME: skills}
+# Held-out rows are also reported by the pretrained policy's own accuracy on them (exact, before training), so that a
+# method that lets solved prompts drift, or gives up on hard ones, shows it.
+DIFFICULTY_BINS = ((0.0, 0.2, "p0<0.2"), (0.2, 0.8, "0.2<=p0<0.8"), (0.8, 1.0 + 1e-9, "p0>=0.8"))
 
 # Every method at the library's defaults, except what names the method and the token budget: a method that names none
 # runs without one (generation_token_budget=None), so "bayes_knapsack" is the allocator as its paper has it and the
@@ -47,6 +53,20 @@ METHODS: dict[str, dict] = {
     # With generation_token_budget="uniform": each batch may expect what the uniform split of it expects (no number).
     "knapsack_uniform_tokens": {"allocator": "knapsack", "generation_token_budget": "uniform"},
     "bayes_knapsack_uniform_tokens": {"allocator": "bayes_knapsack", "generation_token_budget": "uniform"},
+    # Prompt selection before rollout (a prompt source chooses WHICH prompts enter each batch; the pool's prompts that
+    # are not chosen cost nothing), with the default allocator and with uniform's.
+    "bayes_knapsack_uniform_tokens_mopps": {
+        "allocator": "bayes_knapsack",
+        "generation_token_budget": "uniform",
+        "prompt_source": "mopps",
+    },
+    "bayes_knapsack_uniform_tokens_greso": {
+        "allocator": "bayes_knapsack",
+        "generation_token_budget": "uniform",
+        "prompt_source": "greso",
+    },
+    "uniform_mopps": {"allocator": "uniform", "prompt_source": "mopps"},
+    "uniform_greso": {"allocator": "uniform", "prompt_source": "greso"},
 }
 
 
@@ -54,6 +74,7 @@ METHODS: dict[str, dict] = {
 class RunSettings:
     """What every run of the benchmark shares (the CPU defaults; bench_learning.py --gpu scales the batch)."""
 
+    task: str = task.NAME  # a key of TASKS
     train_prompts: int = 128
     heldout_prompts: int = 1024
     prompts_per_step: int = 16
@@ -67,18 +88,30 @@ class RunSettings:
 
 
 class TokenCountingReward:
-    """``task.reward_reversal`` that also counts the completions and tokens it scores (all that is generated)."""
+    """A task's reward that also counts the completions and tokens it scores (all that is generated)."""
 
-    __name__ = "reward_reversal"
-
-    def __init__(self):
+    def __init__(self, corpus=task):
+        self.reward = corpus.reward
+        self.__name__ = corpus.reward.__name__
         self.tokens = 0
         self.completions = 0
 
     def __call__(self, completions, answer, completion_ids, **kwargs):
         self.tokens += sum(len(ids) for ids in completion_ids)
         self.completions += len(completion_ids)
-        return task.reward_reversal(completions, answer)
+        return self.reward(completions, answer)
+
+
+def group_labels(rows: list[dict], initial_accuracy: np.ndarray, corpus=task) -> dict[str, np.ndarray]:
+    """Row indices of every reported group of held-out rows: the task's own (skill, length) and the initial
+    difficulty bins of DIFFICULTY_BINS."""
+    members: dict[str, list[int]] = {}
+    for i, row in enumerate(rows):
+        for label in corpus.row_groups(row):
+            members.setdefault(label, []).append(i)
+    for low, high, label in DIFFICULTY_BINS:
+        members[label] = np.flatnonzero((initial_accuracy >= low) & (initial_accuracy < high)).tolist()
+    return {label: np.asarray(rows_of, dtype=np.int64) for label, rows_of in sorted(members.items()) if rows_of}
 
 
 def training_config(method: str, seed: int, settings: RunSettings, output_dir: str):
@@ -94,7 +127,7 @@ def training_config(method: str, seed: int, settings: RunSettings, output_dir: s
         num_generations=settings.num_generations,
         generation_batch_size=batch,
         per_device_train_batch_size=batch,
-        max_completion_length=task.MAX_COMPLETION_TOKENS,
+        max_completion_length=TASKS[settings.task].MAX_COMPLETION_TOKENS,
         temperature=1.0,
         beta=0.0,
         learning_rate=settings.learning_rate,
@@ -121,12 +154,24 @@ def run(method: str, seed: int, settings: RunSettings, model_path: str, output_d
 
     from trl_adaptive import AdaptiveGRPOTrainer
 
-    train = task.Prompts.draw(settings.train_prompts, seed=1000 + seed).rows
-    heldout = task.Prompts.draw(settings.heldout_prompts, seed=10**6 + seed).rows
+    corpus = TASKS[settings.task]
+    train = corpus.Prompts.draw(settings.train_prompts, seed=1000 + seed).rows
+    heldout = corpus.Prompts.draw(settings.heldout_prompts, seed=10**6 + seed).rows
     tokenizer = AutoTokenizer.from_pretrained(model_path)
     heldout_batches = task.scoring_batches(tokenizer, heldout)  # tokenized once, scored at every checkpoint
-    reward = TokenCountingReward()
+    reward = TokenCountingReward(corpus)
     curve: list[list[float]] = []
+    groups: dict[str, np.ndarray] = {}
+    group_curves: dict[str, list[float]] = {}
+
+    def evaluate(model, tokens: int, step: int) -> None:
+        """Held-out accuracy, overall and per group, as the curve's next point."""
+        per_row = task.expected_accuracy(model, tokenizer, heldout, heldout_batches)
+        if not groups:  # the first evaluation is the pretrained policy's: it defines the difficulty bins
+            groups.update(group_labels(heldout, per_row, corpus))
+        curve.append([tokens, float(per_row.mean()), step])
+        for label, rows_of in groups.items():
+            group_curves.setdefault(label, []).append(float(per_row[rows_of].mean()))
 
     checkpoints = list(np.linspace(0, settings.token_budget, settings.checkpoints + 1)[1:])
 
@@ -135,8 +180,7 @@ def run(method: str, seed: int, settings: RunSettings, model_path: str, output_d
 
         def on_step_end(self, args, state, control, model=None, **kwargs):
             if checkpoints and reward.tokens >= checkpoints[0]:
-                accuracy = float(task.expected_accuracy(model, tokenizer, heldout, heldout_batches).mean())
-                curve.append([reward.tokens, accuracy, state.global_step])
+                evaluate(model, reward.tokens, state.global_step)
                 while checkpoints and reward.tokens >= checkpoints[0]:
                     checkpoints.pop(0)
             if not checkpoints:
@@ -151,7 +195,7 @@ def run(method: str, seed: int, settings: RunSettings, model_path: str, output_d
     )
     trainer.remove_callback(PrinterCallback)  # the per-step dict of every metric, 80 runs long
     trainer.add_callback(HeldOut())
-    curve.append([0, float(task.expected_accuracy(trainer.model, tokenizer, heldout, heldout_batches).mean()), 0])
+    evaluate(trainer.model, 0, 0)
     start = time.perf_counter()
     trainer.train()
     seconds = time.perf_counter() - start
@@ -162,6 +206,8 @@ def run(method: str, seed: int, settings: RunSettings, model_path: str, output_d
         "method": method,
         "seed": seed,
         "curve": curve,
+        "group_curves": group_curves,  # {group: accuracy at each curve point}
+        "group_sizes": {label: len(rows_of) for label, rows_of in groups.items()},
         "steps": trainer.state.global_step,
         "generated_tokens": reward.tokens,
         "generated_completions": reward.completions,

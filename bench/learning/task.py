@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+NAME = "reversal"
 LETTERS = "abcdefghij"
 PAD, EOS, EQUALS = 0, 1, 2
 VOCAB = {"<pad>": PAD, "<eos>": EOS, "=": EQUALS, **{c: i + 3 for i, c in enumerate(LETTERS)}}
@@ -54,6 +55,20 @@ class Prompts:
 def reward_reversal(completions: list[str], answer: list[str], **kwargs) -> list[float]:
     """1.0 for exactly the reversal, else 0.0."""
     return [1.0 if completion == expected else 0.0 for completion, expected in zip(completions, answer, strict=True)]
+
+
+reward = reward_reversal  # the name every task module gives its reward (runs.py)
+
+
+def corpus_key() -> dict:
+    """Everything of the corpus that shapes the pretrained weights (model.py's cache key)."""
+    return {"share": CORRECT_SHARE, "copy_max": WRONG_COPY_MAX, "letters": LETTERS}
+
+
+def row_groups(row: dict) -> list[str]:
+    """The groups a held-out row's accuracy is reported in (besides its initial-difficulty bin): its length, the
+    skill this task ties to it (copying up to WRONG_COPY_MAX letters, stopping after that)."""
+    return [f"letters={row['letters']}"]
 
 
 def pretraining_batch(rng: np.random.Generator, size: int) -> tuple[np.ndarray, np.ndarray]:
