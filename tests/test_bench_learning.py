@@ -129,6 +129,7 @@ def briefly_pretrained():
     return pretrain(Pretraining(hidden_size=32, layers=2, heads=2, steps=60, batch_size=64), log_every=0)
 
 
+@pytest.mark.slow  # pretrains a small model first: 25-45 s on 2 cores, half of what make test-fast may take
 def test_expected_accuracy_is_what_sampling_measures(briefly_pretrained):
     """The exact expected reward equals the sampled one (within 4.5 standard errors per prompt)."""
     import torch

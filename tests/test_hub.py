@@ -50,6 +50,7 @@ def _bibtex_blocks(text: str) -> list[str]:
     return re.findall(r"```bibtex\n(.*?)\n```", text, flags=re.S)
 
 
+@pytest.mark.trainer
 def test_model_card_is_trls_card_plus_the_adaptive_section(trained):
     trained.create_model_card(dataset_name="BytedTsinghua-SIA/DAPO-Math-17k", statistics_repo_id="me/run-stats")
     path = Path(trained.args.output_dir) / "README.md"
@@ -100,6 +101,7 @@ def test_model_card_is_trls_card_plus_the_adaptive_section(trained):
     assert text.index("Cite Knapsack RL as:") < text.index("Cite TRL as:")
 
 
+@pytest.mark.trainer
 def test_model_card_written_twice_has_one_section(trained, tmp_path):
     trained.create_model_card()
     path = Path(trained.args.output_dir) / "README.md"
@@ -192,6 +194,7 @@ def test_card_section_before_any_logged_batch():
 # ---------------------------------------------------------------------------------------------------------------------
 # Per-prompt statistics as a dataset, and the warm start
 # ---------------------------------------------------------------------------------------------------------------------
+@pytest.mark.trainer
 def test_statistics_dataset_has_one_row_per_prompt(trained):
     dataset = statistics_dataset(trained)
     for column in ("prompt_id", "prompt_fingerprint", "success_rate", "total_successes", "total_attempts"):
@@ -208,6 +211,7 @@ def test_statistics_dataset_has_one_row_per_prompt(trained):
     assert statistics_dataset(store).to_dict() == dataset.to_dict()
 
 
+@pytest.mark.trainer
 def test_statistics_load_back_from_every_format(trained, tmp_path):
     expected = trained.prompt_statistics.state_dict()
     dataset = statistics_dataset(trained)
@@ -221,6 +225,7 @@ def test_statistics_load_back_from_every_format(trained, tmp_path):
         load_statistics(tmp_path / "stats.parquet", success_threshold=0.5)
 
 
+@pytest.mark.trainer
 def test_warm_start_from_the_statistics_dataset(trained, tiny_model_dir, tmp_path):
     """The next run starts from the pushed statistics: its first allocation already sees last run's success rates;
     statistics measured on other prompts are refused."""
@@ -244,6 +249,7 @@ def test_warm_start_from_the_statistics_dataset(trained, tiny_model_dir, tmp_pat
         )
 
 
+@pytest.mark.trainer
 def test_statistics_card_text(trained):
     dataset = statistics_dataset(trained)
     text = statistics_card_text(dataset, model_repo_id="me/model")
@@ -278,6 +284,7 @@ def test_statistics_of_a_plain_store():
         statistics_dataset(object())
 
 
+@pytest.mark.trainer
 def test_allocation_summary_matches_the_log(trained):
     summary = allocation_summary(trained)
     logged = [

@@ -2,6 +2,7 @@
 
 import re
 
+import pytest
 from helpers import REPO
 
 README = REPO / "README.md"
@@ -15,6 +16,7 @@ def test_readme_allocator_example_runs():
     assert namespace["counts"].sum() == 48
 
 
+@pytest.mark.trainer
 def test_readme_training_example_runs_with_a_local_model(tiny_model_dir, tmp_path, monkeypatch):
     """The README's training example, as written, with the model name replaced by a local path (as a user would)."""
     readme = README.read_text()

@@ -401,6 +401,7 @@ def test_status_tables_bucket_at_the_boundaries():
     ]
 
 
+@pytest.mark.trainer
 def test_complete_run_renders_every_figure(runs, tmp_path):
     run = load_run(runs["knapsack"])
     assert run.notes == [], run.notes
@@ -423,6 +424,7 @@ def test_complete_run_renders_every_figure(runs, tmp_path):
     assert s["expected_tokens_draws"] == 6 + 8  # every draw after the first batch (the population estimate, then own)
 
 
+@pytest.mark.trainer
 def test_ratio_from_allocations_matches_logged_metric(runs):
     """For 0/1 rewards the ratios rebuilt from allocations.jsonl equal the trainer's logged metric, step by step."""
     run = load_run(runs["knapsack"])
@@ -436,6 +438,7 @@ def test_ratio_from_allocations_matches_logged_metric(runs):
     )
 
 
+@pytest.mark.trainer
 def test_cli_overlays_two_runs(runs, tmp_path, capsys):
     out = tmp_path / "cmp"
     assert cli_main(["report", str(runs["knapsack"]), str(runs["uniform"]), "-o", str(out)]) == 0
@@ -449,6 +452,7 @@ def test_cli_overlays_two_runs(runs, tmp_path, capsys):
     assert uniform["max_count"] == 4 and set(uniform["counts_by_status"]["2"]) <= set(STATUSES)
 
 
+@pytest.mark.trainer
 def test_interrupted_run_uses_newest_checkpoint(runs, tmp_path):
     """As if killed during step 7: no final files, checkpoint-6 is the newest, a half-written last log line."""
     run_dir = _copy(runs["knapsack"], tmp_path)
@@ -471,6 +475,7 @@ def test_interrupted_run_uses_newest_checkpoint(runs, tmp_path):
     assert "end at step 6" in (tmp_path / "report" / "summary.md").read_text()
 
 
+@pytest.mark.trainer
 def test_missing_allocation_log_is_reported(runs, tmp_path, capsys):
     run_dir = _copy(runs["knapsack"], tmp_path)
     (run_dir / "allocations.jsonl").unlink()
@@ -482,6 +487,7 @@ def test_missing_allocation_log_is_reported(runs, tmp_path, capsys):
     assert "No allocations.jsonl" in (out / "summary.md").read_text()
 
 
+@pytest.mark.trainer
 def test_missing_trainer_state_falls_back_to_allocation_log(runs, tmp_path):
     run_dir = _copy(runs["uniform"], tmp_path)
     for path in run_dir.rglob("trainer_state.json"):

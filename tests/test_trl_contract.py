@@ -137,6 +137,7 @@ def test_overrides_keep_the_upstream_parameters_they_name():
         assert ours == params[: len(ours)], f"AdaptiveGRPOTrainer.{name}{tuple(ours)} vs upstream {tuple(params)}"
 
 
+@pytest.mark.trainer
 def test_grpo_internals_we_read_still_exist():
     source = inspect.getsource(GRPOTrainer)
     # Attributes read by our overrides.

@@ -272,6 +272,7 @@ def test_cli_serves_the_seam_runner_and_stops_cleanly(
     assert "stopped" in stdout and "terminate called" not in stderr
 
 
+@pytest.mark.trainer
 def test_grpo_trainer_trains_two_steps_in_server_mode(
     tiny_model_dir: Path, tmp_path: Path, stand_in_seam: None
 ) -> None:

@@ -109,6 +109,7 @@ def test_reload_client_moves_the_weights_into_the_server(tiny_model_dir, trl_see
             client.update_named_params(metadata, iter(named[:1]))
 
 
+@pytest.mark.trainer
 def test_server_mode_trainer_on_cpu_syncs_real_weights(tiny_model_dir, tmp_path, trl_sees_vllm):
     """No seam: the trainer builds the reload client itself, and after training the server holds its weights."""
     with StandInVLLMServer(tiny_model_dir) as server:

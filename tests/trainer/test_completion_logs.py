@@ -21,6 +21,8 @@ from helpers.trainer import (
 
 from trl_adaptive.trainer.allocation_log import ALLOCATION_LOG_FILE, read_allocation_log
 
+pytestmark = pytest.mark.trainer  # every test here builds a trainer (make test-fast skips them)
+
 
 class LoggingScriptedReward:
     """SCRIPTS' reward of each prompt's k-th scored completion; logs each row's completion text and reward through

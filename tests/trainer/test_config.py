@@ -246,6 +246,7 @@ def test_settings_the_allocator_reads_or_defaults_are_not_warned_about(tmp_path,
         AdaptiveGRPOConfig(**tiny_config_kwargs(str(tmp_path), allocator=allocator, **overrides))
 
 
+@pytest.mark.trainer
 def test_the_trainer_builds_its_store_with_the_est_settings(tiny_model_dir, tmp_path):
     trainer = build_trainer(
         tiny_model_dir,
@@ -259,6 +260,7 @@ def test_the_trainer_builds_its_store_with_the_est_settings(tiny_model_dir, tmp_
     assert (store.decay, store.prior_alpha, store.prior_beta) == (0.5, 1.0, 4.0)
 
 
+@pytest.mark.trainer
 def test_the_default_allocator_is_the_learning_benchmarks_best(tiny_model_dir, tmp_path):
     """bayes_knapsack, chosen by docs/benchmarks.md#accuracy-per-token (build_trainer keeps knapsack for the suite)."""
     from trl_adaptive.allocation import BayesKnapsackAllocator

@@ -20,6 +20,8 @@ from helpers.trainer import build_trainer, solved_at_try, tiny_config_kwargs
 from trl_adaptive import AdaptiveGRPOConfig, AdaptiveGRPOTrainer
 from trl_adaptive.trainer.allocation_log import ALLOCATION_LOG_FILE, read_allocation_log
 
+pytestmark = pytest.mark.trainer  # every test here builds a trainer (make test-fast skips them)
+
 PROMPTS = ["always solved", "never solved", "half solved", "solved every third try"]
 RATES = [1.0, 0.0, 0.5, 1 / 3]  # the dataset's success-rate column: a prior, so step 1 is already adaptive
 

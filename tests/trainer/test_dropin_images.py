@@ -32,6 +32,8 @@ from trl_adaptive.stats import stable_prompt_ids
 from trl_adaptive.trainer.allocation_log import ALLOCATION_LOG_FILE, read_allocation_log
 from trl_adaptive.trainer.prompts import derived_prompt_id
 
+pytestmark = pytest.mark.trainer  # every test here builds a trainer (make test-fast skips them)
+
 NUM_PROMPTS = 8
 RATES = [1.0, 0.0, 0.5, 1 / 3] * 2  # by picture: always, never, every 2nd and every 3rd completion solved
 

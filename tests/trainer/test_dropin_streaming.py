@@ -18,6 +18,8 @@ from trl_adaptive.stats import stable_prompt_ids
 from trl_adaptive.trainer.allocation_log import ALLOCATION_LOG_FILE, read_allocation_log
 from trl_adaptive.trainer.prompts import derived_prompt_id
 
+pytestmark = pytest.mark.trainer  # every test here builds a trainer (make test-fast skips them)
+
 # Eight distinct prompts (a batch never holds one twice), with how often each is solved.
 RATES = {f"task {i}: {kind}": rate for i, (kind, rate) in enumerate([("easy", 1.0), ("hard", 0.0)] * 4)}
 RATES |= {"task 8: coin": 0.5, "task 9: coin": 0.5}

@@ -21,6 +21,8 @@ from trl import GRPOConfig
 from trl_adaptive import AdaptiveGRPOTrainer
 from trl_adaptive.trainer.advantages import group_advantages
 
+pytestmark = pytest.mark.trainer  # every test here builds a trainer (make test-fast skips them)
+
 
 def _loss_types() -> list[str]:
     """Every loss_type the installed GRPOConfig documents (trl 1.16: grpo, dr_grpo, dapo, bnpo, cispo, ...)."""

@@ -20,6 +20,7 @@ from trl_adaptive.strategies import get_allocator
 # ---------------------------------------------------------------------------------------------------------------------
 # The success-rate column as an input
 # ---------------------------------------------------------------------------------------------------------------------
+@pytest.mark.trainer
 def test_success_rate_column_is_a_prior_so_the_first_epoch_is_adaptive(tiny_model_dir, tmp_path):
     rates = [1.0, 0.25]  # one generation batch of these two prompts: knapsack gives the hard one 6 of 8
     dataset = make_dataset(2).add_column("success_rate", rates)
@@ -34,6 +35,7 @@ def test_success_rate_column_is_a_prior_so_the_first_epoch_is_adaptive(tiny_mode
     assert trainer.prompt_statistics.batch([1]).prior_attempts.tolist() == [trainer.args.success_rate_prior_weight]
 
 
+@pytest.mark.trainer
 def test_prior_weight_zero_ignores_the_column(tiny_model_dir, tmp_path):
     dataset = make_dataset(8).add_column("success_rate", [0.0, 1.0] * 4)
     allocator = RecordingAllocator(get_allocator("knapsack", max_rollouts=6))
@@ -69,6 +71,7 @@ def test_bad_success_rate_column_fails_at_construction(tiny_model_dir, tmp_path,
         build_trainer(tiny_model_dir, tmp_path, dataset)
 
 
+@pytest.mark.trainer
 def test_reward_functions_see_the_current_success_rate(tiny_model_dir, tmp_path):
     seen: list[list[float]] = []
 
@@ -82,6 +85,7 @@ def test_reward_functions_see_the_current_success_rate(tiny_model_dir, tmp_path)
     assert not any(math.isnan(x) for batch in seen[4:] for x in batch)  # epoch 2: last epoch's rates, live
 
 
+@pytest.mark.trainer
 def test_statistics_export_to_a_dataset_and_warm_start(tiny_model_dir, tmp_path):
     first = build_trainer(tiny_model_dir, tmp_path / "a", allocator="knapsack", max_rollouts=6, max_steps=4)
     first.train()  # one epoch: every prompt has a rate
@@ -102,6 +106,7 @@ def test_statistics_export_to_a_dataset_and_warm_start(tiny_model_dir, tmp_path)
     assert counts == get_allocator("knapsack", max_rollouts=6).allocate(rates[ids], 8).counts.tolist()
 
 
+@pytest.mark.trainer
 def test_warm_start_with_the_refreshed_column_counts_the_evidence_once(tiny_model_dir, tmp_path):
     """A previous run's store plus its refreshed dataset (whose success_rate column repeats that store) must not
     add the column as a prior on top: the evidence is counted once."""
@@ -121,6 +126,7 @@ def test_warm_start_with_the_refreshed_column_counts_the_evidence_once(tiny_mode
     )
 
 
+@pytest.mark.trainer
 def test_warm_start_from_other_prompts_is_refused(tiny_model_dir, tmp_path):
     first = build_trainer(tiny_model_dir, tmp_path / "a", max_steps=4)
     first.train()
@@ -132,6 +138,7 @@ def test_warm_start_from_other_prompts_is_refused(tiny_model_dir, tmp_path):
 # ---------------------------------------------------------------------------------------------------------------------
 # Defects found by a new user
 # ---------------------------------------------------------------------------------------------------------------------
+@pytest.mark.trainer
 def test_an_empty_statistics_store_is_kept(tiny_model_dir, tmp_path):
     store = PromptStatistics(decay=0.5)
     trainer = build_trainer(
@@ -145,6 +152,7 @@ def test_a_store_with_another_threshold_is_an_error(tiny_model_dir, tmp_path):
         build_trainer(tiny_model_dir, tmp_path, trainer_kwargs={"statistics": PromptStatistics(success_threshold=0.5)})
 
 
+@pytest.mark.trainer
 def test_the_posterior_settings_reach_the_store_and_a_passed_store_must_match(tiny_model_dir, tmp_path):
     settings = {"posterior_half_life": 4.0, "posterior_prior_a": 0.5, "posterior_prior_b": 0.5}
     trainer = build_trainer(tiny_model_dir, tmp_path, allocator="bayes_knapsack", **settings)
@@ -162,6 +170,7 @@ def test_allocator_kwargs_contradicting_the_bounds_is_an_error(tmp_path):
         AdaptiveGRPOConfig(**tiny_config_kwargs(str(tmp_path)), allocator_kwargs={"min_rollouts": 3})
 
 
+@pytest.mark.trainer
 def test_remove_unused_columns_keeps_the_id_column(tiny_model_dir, tmp_path):
     trainer = build_trainer(tiny_model_dir, tmp_path, max_steps=1, remove_unused_columns=True)
     trainer.train()
@@ -173,6 +182,7 @@ def test_a_dataset_smaller_than_one_generation_batch_is_an_error(tiny_model_dir,
         build_trainer(tiny_model_dir, tmp_path, make_dataset(1))
 
 
+@pytest.mark.trainer
 def test_environments_owning_the_data_are_seen_also_when_passed_positionally(tiny_model_dir, tmp_path):
     """An environment_factory passed positionally without a train_dataset is an environment owning the data (the
     warning of environment_data.py, then GRPOTrainer's own checks: this factory's objects have no reset()), not a
@@ -189,6 +199,7 @@ def test_environments_owning_the_data_are_seen_also_when_passed_positionally(tin
     assert "train_dataset" not in str(caught.value)
 
 
+@pytest.mark.trainer
 def test_cero_plans_for_the_runs_epochs_and_logs_its_price(tiny_model_dir, tmp_path):
     trainer = build_trainer(
         tiny_model_dir, tmp_path, allocator="cero", max_steps=-1, num_train_epochs=2, max_rollouts=6
@@ -200,6 +211,7 @@ def test_cero_plans_for_the_runs_epochs_and_logs_its_price(tiny_model_dir, tmp_p
     assert by_steps.allocator.num_epochs == 3  # 4 steps per epoch over 8 prompts: 10 steps is 3 epochs
 
 
+@pytest.mark.trainer
 def test_evaluation_completions_table_has_evaluation_group_sizes(tiny_model_dir, tmp_path):
     import pandas as pd
 
@@ -226,6 +238,7 @@ def test_evaluation_completions_table_has_evaluation_group_sizes(tiny_model_dir,
 # ---------------------------------------------------------------------------------------------------------------------
 # Error messages whose advice works (the advice itself is tested)
 # ---------------------------------------------------------------------------------------------------------------------
+@pytest.mark.trainer
 def test_grpo_config_advice_works(tiny_model_dir, tmp_path):
     grpo = GRPOConfig(**tiny_config_kwargs(str(tmp_path)))
     with pytest.raises(TypeError, match=r"AdaptiveGRPOConfig.from_grpo_config") as error:
@@ -240,6 +253,7 @@ def test_grpo_config_advice_works(tiny_model_dir, tmp_path):
     )
 
 
+@pytest.mark.trainer
 def test_dataset_dict_advice_works(tiny_model_dir, tmp_path):
     splits = DatasetDict({"train": make_dataset(8)})
     with pytest.raises(TypeError, match=re.escape("train_dataset=dataset['train']")):
@@ -266,6 +280,7 @@ def test_missing_prompt_id_names_the_rows(tiny_model_dir, tmp_path):
         ({"steps_per_generation": 2, "per_device_train_batch_size": 4, "save_steps": 2}, False),
     ],
 )
+@pytest.mark.trainer
 def test_save_steps_inside_a_generation_batch_warns(tiny_model_dir, tmp_path, knobs, warns):
     import warnings
 

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from helpers.allocation import TwoAllocators
 from helpers.trainer import build_trainer, make_dataset
 
 from trl_adaptive.allocation import CeroAllocator
 from trl_adaptive.run_files import ADAPTIVE_STATE_FILE
+
+pytestmark = pytest.mark.trainer  # every test here builds a trainer (make test-fast skips them)
 
 
 def _train(model_dir, output_dir, resume=None, **config):

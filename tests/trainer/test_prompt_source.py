@@ -33,6 +33,7 @@ def _train(model_dir, output_dir, resume=None):
     return trainer, [(r["step"], r["prompt_ids"]) for r in records]
 
 
+@pytest.mark.trainer
 def test_batches_hold_the_sources_prompts_and_a_resume_mid_epoch_composes_the_same(tiny_model_dir, tmp_path):
     full, logged = _train(tiny_model_dir, tmp_path / "full")
     source = full.adaptive_state.prompt_source
@@ -51,6 +52,7 @@ def test_batches_hold_the_sources_prompts_and_a_resume_mid_epoch_composes_the_sa
     assert resumed.prompt_statistics.state_dict() == full.prompt_statistics.state_dict()
 
 
+@pytest.mark.trainer
 def test_a_checkpoint_of_another_prompt_source_is_refused_naming_the_field(tiny_model_dir, tmp_path):
     trainer = build_trainer(tiny_model_dir, tmp_path, **{**RUN, "max_steps": 1})
     trainer.train()

@@ -35,6 +35,8 @@ from trl_adaptive.strategies import (
 )
 from trl_adaptive.trainer.checkpoint import newest_complete_checkpoint
 
+pytestmark = pytest.mark.trainer  # every test here builds a trainer (make test-fast skips them)
+
 SCRIPTS = REPO / "tests" / "scripts"
 
 

@@ -62,6 +62,7 @@ def _shaped(completions, **kwargs) -> list[float]:
     return [0.25 + 0.25 * (i % 2) for i in range(len(completions))]
 
 
+@pytest.mark.trainer
 def test_a_run_warns_once_about_infinite_and_never_successful_shaped_rewards(tiny_model_dir, tmp_path):
     """8 prompts, 2 per step: the first epoch ends after step 4. The first step's first completion scores +inf (a
     success, so no threshold warning follows); in a second run nothing reaches success_threshold=2.0."""

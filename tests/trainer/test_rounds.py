@@ -27,6 +27,8 @@ from trl_adaptive.allocation import CeroAllocator
 from trl_adaptive.allocation.bayes_knapsack import BayesKnapsackAllocator, absorb
 from trl_adaptive.trainer.allocation_log import ALLOCATION_LOG_FILE, read_allocation_log
 
+pytestmark = pytest.mark.trainer  # every test here builds a trainer (make test-fast skips them)
+
 SEQ_POS = {
     "allocator": "reinforce_ada_seq_pos",
     "allocator_kwargs": {"round_size": 4, "max_rollouts": 12, "inference_cap": 8.0},

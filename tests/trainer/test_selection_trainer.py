@@ -7,6 +7,7 @@ import pytest
 from helpers.trainer import build_trainer, make_dataset
 
 
+@pytest.mark.trainer
 @pytest.mark.parametrize("source", ["mopps", "greso"])
 def test_a_selection_source_trains_and_logs_what_it_examined(tiny_model_dir, tmp_path, source):
     # 8 completions per step, 4 per prompt: U = 2 prompts per batch, pools of up to 4 x 2 from 16 prompts

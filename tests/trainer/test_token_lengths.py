@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 from helpers.trainer import build_trainer, reward_has_vowel_e
 
+pytestmark = pytest.mark.trainer  # every test here builds a trainer (make test-fast skips them)
+
 
 class RecordingLengths:
     """reward_has_vowel_e, noting the generated tokens of each completion it scores (every completion is scored

@@ -25,6 +25,8 @@ from trl_adaptive.sampling import BatchRecord, Outcome
 from trl_adaptive.trainer.allocation_log import ALLOCATION_LOG_FILE, read_allocation_log
 from trl_adaptive.trainer.metrics import log_tokens
 
+pytestmark = pytest.mark.trainer  # every test here builds a trainer (make test-fast skips them)
+
 
 class CountingReward:
     """Wraps a reward function; records per global step each scored completion's (prompt, token count, reward)."""

@@ -20,6 +20,8 @@ from trl import GRPOConfig, GRPOTrainer
 
 from trl_adaptive import AdaptiveGRPOConfig, AdaptiveGRPOTrainer
 
+pytestmark = pytest.mark.trainer  # every test here builds a trainer (make test-fast skips them)
+
 _CONSTANT = ("What", "Name", "Spell", "Say")  # 5 of the 8 prompts get constant rewards: zero-variance groups
 
 

@@ -14,6 +14,8 @@ from trl import GRPOConfig, GRPOTrainer
 
 from trl_adaptive import AdaptiveGRPOConfig, AdaptiveGRPOTrainer
 
+pytestmark = pytest.mark.trainer  # every test here builds a trainer (make test-fast skips them)
+
 
 def _bare(cls: type, tokenizer) -> GRPOTrainer:
     """``cls.__new__(cls)`` with the few attributes GRPOTrainer's ``_generate`` reads on the rollout_func path."""

@@ -23,6 +23,8 @@ from helpers.allocation import RecordingAllocator, SkewedAllocator
 from helpers.stand_in_llm import StandInSamplingParams, expected_completion, fresh_stand_in_class
 from helpers.trainer import SCRIPTED_PROMPTS, ScriptedReward, build_trainer, param_snapshot, reward_length
 
+pytestmark = pytest.mark.trainer  # every test here builds a trainer (make test-fast skips them)
+
 # ``VLLMGeneration._init_vllm`` (colocate) writes these into os.environ for vLLM's external launcher.
 _ENV_WRITTEN_BY_TRL = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 

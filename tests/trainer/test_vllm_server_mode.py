@@ -6,12 +6,15 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import pytest
 from datasets import Dataset
 from helpers.allocation import RecordingAllocator, SkewedAllocator
 from helpers.trainer import SCRIPTED_PROMPTS, ScriptedReward, build_trainer, reward_length
 
 from trl_adaptive import AdaptiveGRPOTrainer
 from trl_adaptive.serving import StandInVLLMServer, echo_completion
+
+pytestmark = pytest.mark.trainer  # every test here builds a trainer (make test-fast skips them)
 
 
 def _server_trainer(
