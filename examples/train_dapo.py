@@ -1,8 +1,9 @@
 """Knapsack RL's run (arXiv 2509.25849) in TRL: the DAPO recipe on DAPO-Math-17K with AdaptiveGRPOTrainer.
 
 Qwen2.5-Math-7B, 8 completions per prompt on average, each prompt's count N_i in [2, 128] chosen by an allocator,
-learning rate 1e-6, clip 0.2 / 0.28 (DAPO's clip-higher), token-level loss, and a math-verify reward. Every option
-is a flag (`--help`); `--config recipe.yaml` sets many at once, as in TRL's scripts.
+learning rate 1e-6, clip 0.2 / 0.28 (DAPO's clip-higher), token-level loss, and a math-verify reward; no token
+budget, as in the paper (`--generation_token_budget auto` gives the library's default). Every option is a flag
+(`--help`); `--config recipe.yaml` sets many at once, as in TRL's scripts.
 
     # the paper's run, 8 GPUs on one node (vLLM colocated)
     accelerate launch --config_file examples/accelerate_configs/multi_gpu.yaml examples/train_dapo.py \
@@ -85,6 +86,7 @@ PAPER_DEFAULTS = dict(
     num_generations=8,  # N: the AVERAGE completions per prompt; the budget is generation_batch_size
     min_rollouts=2,  # N_low
     max_rollouts=128,  # N_up
+    generation_token_budget=None,  # the paper's allocation, not the library's default "uniform" token budget
     learning_rate=1e-6,
     epsilon=0.2,  # clip low
     epsilon_high=0.28,  # DAPO's clip-higher

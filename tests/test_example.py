@@ -178,6 +178,7 @@ def test_defaults_are_the_knapsack_rl_run(train_dapo):
     assert model_args.model_name_or_path == "Qwen/Qwen2.5-Math-7B"
     assert (training_args.allocator, training_args.num_generations) == ("knapsack", 8)
     assert (training_args.min_rollouts, training_args.max_rollouts) == (2, 128)
+    assert training_args.token_budget is None  # the paper's allocation, also under recipes that do not name it
     assert training_args.learning_rate == 1e-6
     assert (training_args.epsilon, training_args.epsilon_high, training_args.loss_type) == (0.2, 0.28, "dapo")
 
