@@ -119,7 +119,9 @@ class AdaptiveGRPOConfig(GRPOConfig):
         budget"). `"auto"` (default): `"uniform"` for an allocator that honours a budget, none for the others (in the
         accuracy-per-token benchmark this budget took `bayes_knapsack` from below uniform to above it, averaged over
         the run: docs/benchmarks.md). `None`: no budget (the papers' allocations), bit-identical to a run without
-        this field. `allocator_kwargs["token_budget"]` takes precedence over `"auto"`.
+        this field. `allocator_kwargs["token_budget"]` takes precedence over `"auto"`. `"uniform"` is inert (the
+        allocator's counts, `allocation/token_price` 0) when every prompt expects the same completion length: expected
+        tokens within half a token of the budget fit.
     length_decay (`float`, *optional*, defaults to `0.9`):
         The factor in (0, 1] a prompt's measured completion lengths are multiplied by at every visit before the new
         ones are added (`1.0`: the plain mean of every completion measured).
