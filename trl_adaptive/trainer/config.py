@@ -142,7 +142,9 @@ class AdaptiveGRPOConfig(GRPOConfig):
         folder, removed when the client closes. Unused on a GPU.
     log_allocations (`bool`, *optional*, defaults to `True`):
         Append each generation batch's prompt ids, counts, success rates and scored successes to
-        `output_dir/allocations.jsonl` (main process), the input of run reports.
+        `output_dir/allocations.jsonl` (main process), the input of run reports. Each run starts its own: a fresh run
+        moves an earlier run's log to `allocations.previous-<k>.jsonl`, a resume from `checkpoint-N` keeps its lines
+        of steps before N.
     equal_prompt_weighting (`bool`, *optional*, defaults to `False`):
         Multiply each completion's advantage by `mean_n / n_i` so every prompt carries the same total weight
         whatever its count. Off by default, as in the papers: every completion has equal weight, so a prompt with
