@@ -5,6 +5,7 @@ helpers and ``trl-adaptive report``. A run folder holds::
 
     output_dir/
         allocations.jsonl         ALLOCATION_LOG_FILE    one line per generation batch (main process), for reports
+        allocations.previous-<k>.jsonl                   an earlier run's log, set aside (trainer/allocation_log.py)
         prompt_statistics.json    FINAL_STATISTICS_FILE  the statistics store when training ends
         trainer_state.json        TRAINER_STATE_FILE     HF Trainer's log_history, on ``trainer.save_state()``
         checkpoint-N/             CHECKPOINT_PREFIX      TRL / transformers' checkpoint, plus:

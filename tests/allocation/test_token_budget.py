@@ -8,7 +8,7 @@ import pytest
 
 from trl_adaptive.allocation import BayesKnapsackAllocator, KnapsackAllocator, PromptBatchStats
 from trl_adaptive.allocation.knapsack import tiered_gains
-from trl_adaptive.allocation.token_budget import solve_token_budget
+from trl_adaptive.allocation.token_budget import rounding_slack, solve_token_budget, within_token_budget
 from trl_adaptive.allocation.value import marginal_gains
 
 
@@ -18,7 +18,7 @@ def _brute_force(gains, lengths, budget, token_budget, n_low, n_up):
     best = None
     for counts in itertools.product(range(n_low, n_up + 1), repeat=len(gains)):
         counts = np.array(counts)
-        if counts.sum() == budget and counts @ lengths <= token_budget + 1e-9:
+        if counts.sum() == budget and counts @ lengths <= token_budget + rounding_slack(token_budget):
             value = values[np.arange(len(counts)), counts].sum()
             best = value if best is None else max(best, value)
     return best
@@ -126,3 +126,31 @@ def test_a_uniform_token_budget_expects_what_the_uniform_split_of_the_batch_expe
         dataclasses.replace(_stats(rates, lengths), expected_tokens=None), 128
     )
     assert "token_budget" not in fresh.metrics  # nothing measured: no number yet
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_uniform_budget_is_inert_when_every_prompt_expects_the_same_length(seed):
+    """Every split of the same completions then expects the same tokens: the allocator's counts stay, at price 0,
+    though each length is a mean whose last bits differ (what a statistics store hands over)."""
+    rng = np.random.default_rng(seed)
+    length = rng.uniform(50.0, 900.0)
+    # the same length reached as means of different numbers of completions: equal up to the last bits
+    lengths = np.array([np.mean(np.full(int(rng.integers(1, 9)), length / 3.0)) * 3.0 for _ in range(16)])
+    counts = rng.integers(2, 17, size=16)
+
+    def gains():  # a value that would move completions if the budget bound
+        return np.tile(np.linspace(1.0, 0.0, 16), (16, 1))
+
+    allocation = within_token_budget(counts, np.arange(16), lengths, "uniform", gains, 2, 16)
+    assert allocation.counts.tolist() == counts.tolist()
+    assert allocation.metrics["token_price"] == 0.0 and allocation.metrics["token_budget_infeasible"] == 0.0
+    assert abs(allocation.metrics["tokens_expected"] - allocation.metrics["token_budget"]) < 1e-6 * length
+
+
+def test_half_a_token_over_the_budget_fits_and_more_binds():
+    gains = marginal_gains([0.5, 0.5], n_up=8)
+    lengths = np.array([10.0, 10.2])
+    free = solve_token_budget(gains, lengths, 8, 80.0, 2, 8)  # [4, 4] expects 80.8: within half a token? no
+    assert free.price > 0.0 and free.expected_tokens <= 80.5
+    loose = solve_token_budget(gains, lengths, 8, 80.4, 2, 8)  # 80.8 is within half a token of 80.4
+    assert loose.price == 0.0 and loose.counts.tolist() == [4, 4]

@@ -23,7 +23,7 @@ from helpers.prompt_sources import LeastPickedPool  # noqa: F401  (registers "te
 from helpers.trainer import build_trainer, make_dataset
 
 from trl_adaptive import AdaptiveGRPOTrainer
-from trl_adaptive.run_files import ADAPTIVE_STATE_FILE
+from trl_adaptive.run_files import ADAPTIVE_STATE_FILE, ALLOCATION_LOG_FILE
 from trl_adaptive.sampling.source import SourceContext
 from trl_adaptive.stats import PromptStatistics
 from trl_adaptive.strategies import (
@@ -69,6 +69,21 @@ def test_resume_restores_statistics_and_next_allocation(tiny_model_dir, tmp_path
     assert any(len(set(counts)) > 1 for _, counts in full_history[4:])
     assert resumed.prompt_statistics.state_dict() == full.prompt_statistics.state_dict()
     np.testing.assert_array_equal(resumed.train_dataset["success_rate"], full.train_dataset["success_rate"])
+    # allocations.jsonl: one line per generation batch of the run that went on (steps 5-7 once, not twice); the
+    # uninterrupted run's whole log is archived beside it
+    lines = [json.loads(line) for line in (tmp_path / "full" / ALLOCATION_LOG_FILE).read_text().splitlines()]
+    archived = (tmp_path / "full" / "allocations.previous-1.jsonl").read_text().splitlines()
+    assert [line["step"] for line in lines] == list(range(8)) and len(archived) == 8
+    assert [(line["prompt_ids"], line["counts"]) for line in lines] == [(ids, counts) for ids, counts in full_history]
+
+
+def test_a_fresh_run_in_a_used_output_dir_starts_its_own_allocation_log(tiny_model_dir, tmp_path):
+    _trainer(tiny_model_dir, tmp_path, max_steps=3, save_strategy="no").train()
+    first = (tmp_path / ALLOCATION_LOG_FILE).read_text()
+    with pytest.warns(UserWarning, match=r"already held allocations\.jsonl of an earlier run: moved to .*previous-1"):
+        _trainer(tiny_model_dir, tmp_path, max_steps=2, save_strategy="no").train()
+    assert (tmp_path / "allocations.previous-1.jsonl").read_text() == first  # nothing lost
+    assert [json.loads(line)["step"] for line in (tmp_path / ALLOCATION_LOG_FILE).read_text().splitlines()] == [0, 1]
 
 
 def _check_matrix(report: dict, mode: str, rank: int = 0) -> None:

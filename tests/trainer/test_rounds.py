@@ -64,6 +64,9 @@ def test_seq_pos_samples_until_one_success_within_the_caps(tiny_model_dir, tmp_p
     assert attempts.tolist() == [12.0, 4.0, 8.0, 4.0]  # every generated completion is evidence, counted once
     log = _last_train_log(trainer)
     assert log["rounds/per_step"] == 3 and log["rounds/generated"] == 28 and log["rounds/trained"] == 16
+    # the effective-gradient ratio over trained completions, and the same completions over the 28 generated
+    per_generated = log["allocation/effective_gradient_ratio"] * 16 / 28
+    assert log["allocation/effective_gradient_ratio_per_generated"] == pytest.approx(per_generated)
     assert log["rounds/prompts_finished"] == 3 and log["rounds/prompts_unfinished"] == 1
     assert log["rounds/inference_cap"] == 128
     assert len(reward.calls) == 3  # one scoring call per round, none again in the training pass

@@ -125,6 +125,7 @@ def test_skewed_allocation_groups_and_logs(tiny_model_dir, tmp_path):
     assert logged["allocation/budget_used"] == logged["allocation/budget"] == 8
     for key in (
         "allocation/effective_gradient_ratio",
+        "allocation/effective_gradient_ratio_per_generated",
         "allocation/zero_gradient_ratio_all_wrong",
         "prompt_status/unseen",
     ):

@@ -8,9 +8,10 @@ shape fixes the count B; the budget T decides which prompts those B completions 
 The token constraint is relaxed with a price lambda >= 0 per token: for a fixed lambda the problem is the ordinary
 knapsack over the gains ``g_i(n) - lambda l_i``, still concave per row, so the greedy of :mod:`.solvers` solves it
 exactly; the tokens it spends fall as lambda rises. A bisection on lambda (in log space, the prices of a value table
-span many orders of magnitude) finds the smallest price whose solution fits T. That solution is feasible, and weak
-duality bounds what it can miss: OPT <= V(N_lambda) + lambda (T - tokens(N_lambda)), so the gap to the optimum is at
-most lambda (T - tokens(N_lambda)), reported as :attr:`TokenBudgetSolution.gap_bound` (0 when T does not bind).
+span many orders of magnitude) finds the smallest price whose solution fits T (up to half a token,
+:func:`rounding_slack`). That solution is feasible, and weak duality bounds what it can miss:
+OPT <= V(N_lambda) + lambda (T - tokens(N_lambda)), so the gap to the optimum is at most lambda (T - tokens(N_lambda)),
+reported as :attr:`TokenBudgetSolution.gap_bound` (0 when T does not bind).
 
 When even the fewest tokens the bounds allow exceed T (every prompt's N_low, the rest to the shortest prompts), no
 allocation fits: the solver returns that fewest-token allocation and says so (``feasible=False``).
@@ -97,7 +98,7 @@ def solve_token_budget(
     def tokens(counts: np.ndarray) -> float:
         return float(counts @ lengths)
 
-    slack = 1e-9 * max(token_budget, 1.0)  # rounding of the dot product
+    slack = rounding_slack(token_budget)
     counts = solve_at(0.0)
     if tokens(counts) <= token_budget + slack:
         return TokenBudgetSolution(counts, tokens(counts), 0.0, 0.0, True)
@@ -135,6 +136,15 @@ def solve_token_budget(
 
 
 UNIFORM_TOKENS = "uniform"  # token_budget: the expected tokens of the uniform split of the batch
+
+
+def rounding_slack(token_budget: float) -> float:
+    """How far expected tokens may exceed T and still fit: half a token (a generated batch has whole tokens, and
+    expected lengths are means, so counts whose expectation is within half a token of T are not over it), or the
+    float rounding of the dot product for a budget of more than 5e8 tokens. This is what makes ``"uniform"`` exactly
+    inert when every prompt's expected length is the same: any split of the same completions then expects T, up to
+    the rounding of a mean."""
+    return max(0.5, 1e-9 * abs(token_budget))
 
 
 def expected_lengths(stats: PromptBatchStats) -> np.ndarray | None:
@@ -188,7 +198,8 @@ def within_token_budget(
         metrics["token_budget"] = float(token_budget)
     if lengths is None:  # nothing measured yet: nothing to plan on, and no expected tokens to log
         return Allocation(counts, metrics=metrics | {"token_budget_infeasible": 0.0})
-    if float(counts @ lengths) > token_budget and len(solved):
+    slack = rounding_slack(token_budget)
+    if float(counts @ lengths) > token_budget + slack and len(solved):
         fixed = np.setdiff1d(np.arange(len(counts)), solved)
         left = token_budget - float(counts[fixed] @ lengths[fixed])
         low = n_low if np.ndim(n_low) == 0 else np.asarray(n_low)[solved]
@@ -197,7 +208,7 @@ def within_token_budget(
         counts[solved] = solution.counts
         price = solution.price if solution.feasible else float("nan")
         metrics |= {"token_price": price, "token_gap_bound": solution.gap_bound}
-    infeasible = float(counts @ lengths) > token_budget * (1 + 1e-9)
+    infeasible = float(counts @ lengths) > token_budget + slack
     return Allocation(
         counts,
         metrics=metrics | {"tokens_expected": float(counts @ lengths), "token_budget_infeasible": float(infeasible)},

@@ -19,9 +19,12 @@ before this step's update (what a token budget planned on; null when no prompt h
 ``generated_tokens`` the tokens of every completion generated for it in the step, all rounds (null when the
 generation driver gave no counts); lines written before tokens were recorded lack both. ``engine`` is what generated
 them (``vllm-server``, ``vllm-colocate`` or ``transformers``).
-A resumed run appends again from its checkpoint's step, so a reader keeps the LAST line written for each step
-(:func:`trl_adaptive.run_files.read_allocation_log`, importable from here too), which is the record of the run that
-went on.
+Each run starts its own log (:func:`start_allocation_log`, called by ``AllocationLogCallback`` on the main process):
+a fresh run in a folder that already holds one moves it aside to ``allocations.previous-<k>.jsonl`` (so reports never
+read two runs as one); a run resumed from ``checkpoint-N`` keeps the lines of steps before N and archives the whole
+file first, so the log holds one line per generation batch of the run that went on, and nothing is lost. A reader
+still keeps the LAST line written for each step (:func:`trl_adaptive.run_files.read_allocation_log`, importable from
+here too).
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
+import warnings
 from typing import Any
 
 from ..run_files import ALLOCATION_LOG_FILE, read_allocation_log
@@ -53,4 +58,63 @@ def append_allocation_record(output_dir: str, record: dict[str, Any]) -> None:
         f.write((b"\n" if torn else b"") + (json.dumps(line, allow_nan=False) + "\n").encode("utf-8"))
 
 
-__all__ = ["ALLOCATION_LOG_FILE", "append_allocation_record", "read_allocation_log"]
+def start_allocation_log(output_dir: str, resume_step: int | None) -> str | None:
+    """Make ``output_dir/allocations.jsonl`` this run's log before its first step; returns the archive written, or
+    None when there was nothing to set aside.
+
+    ``resume_step`` None (a fresh run): an existing log is moved to ``allocations.previous-<k>.jsonl`` (the first free
+    k), with a warning naming it. ``resume_step`` N (resumed from ``checkpoint-N``): the lines of steps >= N (the
+    abandoned run's batches, which the resumed run generates again) and lines a crash cut short are dropped, after the
+    whole file is copied to the archive; the kept lines are written to a temporary file and renamed over the log.
+    """
+    path = os.path.join(output_dir, ALLOCATION_LOG_FILE)
+    if not os.path.isfile(path) or os.path.getsize(path) == 0:
+        return None
+    archive = _free_archive_path(output_dir)
+    if resume_step is None:
+        os.replace(path, archive)
+        warnings.warn(
+            f"output_dir={output_dir!r} already held {ALLOCATION_LOG_FILE} of an earlier run: moved to {archive}, so "
+            "this run's log and report hold this run alone. Use a new output_dir to keep runs apart, or "
+            "resume_from_checkpoint to continue that run.",
+            stacklevel=2,
+        )
+        return archive
+    with open(path, "rb") as f:
+        lines = f.read().split(b"\n")
+    kept = [line for line in lines if _step_of(line) is not None and _step_of(line) < resume_step]
+    if len(kept) == sum(1 for line in lines if line.strip()):
+        return None  # every line is of a step before the checkpoint: append to it as it is
+    shutil.copyfile(path, archive)
+    temporary = path + ".tmp"
+    with open(temporary, "wb") as f:
+        f.write(b"".join(line + b"\n" for line in kept))
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(temporary, path)
+    return archive
+
+
+def _step_of(line: bytes) -> int | None:
+    """The ``step`` of one log line, or None for a blank, torn or foreign line."""
+    try:
+        step = json.loads(line.decode("utf-8")).get("step")
+    except (ValueError, AttributeError):
+        return None
+    return step if isinstance(step, int) and not isinstance(step, bool) else None
+
+
+def _free_archive_path(output_dir: str) -> str:
+    stem, extension = os.path.splitext(ALLOCATION_LOG_FILE)
+    k = 1
+    while os.path.exists(path := os.path.join(output_dir, f"{stem}.previous-{k}{extension}")):
+        k += 1
+    return path
+
+
+__all__ = [
+    "ALLOCATION_LOG_FILE",
+    "append_allocation_record",
+    "read_allocation_log",
+    "start_allocation_log",
+]

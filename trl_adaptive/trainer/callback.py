@@ -1,4 +1,5 @@
-"""SuccessRateCallback: closes epochs in the statistics store and keeps the dataset's success-rate column fresh."""
+"""SuccessRateCallback: closes epochs in the statistics store and keeps the dataset's success-rate column fresh.
+AllocationLogCallback: each run starts its own ``allocations.jsonl``."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from transformers import TrainerCallback
+
+from .allocation_log import start_allocation_log
 
 if TYPE_CHECKING:
     from .adaptive_state import AdaptiveState
@@ -31,4 +34,17 @@ class SuccessRateCallback(TrainerCallback):
             self.refresh()
 
 
-__all__ = ["SuccessRateCallback"]
+class AllocationLogCallback(TrainerCallback):
+    """``on_train_begin`` (main process): a fresh run moves an earlier run's ``allocations.jsonl`` aside, a run resumed
+    from ``checkpoint-N`` keeps the lines of steps before N (``allocation_log.start_allocation_log``).
+
+    transformers calls it after the checkpoint is restored (``state.global_step`` is then the checkpoint's, > 0), so
+    a resume that fails changes no file.
+    """
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if args.should_save and getattr(args, "log_allocations", False):
+            start_allocation_log(args.output_dir, resume_step=state.global_step or None)
+
+
+__all__ = ["AllocationLogCallback", "SuccessRateCallback"]

@@ -119,7 +119,9 @@ class AdaptiveGRPOConfig(GRPOConfig):
         budget"). `"auto"` (default): `"uniform"` for an allocator that honours a budget, none for the others (in the
         accuracy-per-token benchmark this budget took `bayes_knapsack` from below uniform to above it, averaged over
         the run: docs/benchmarks.md). `None`: no budget (the papers' allocations), bit-identical to a run without
-        this field. `allocator_kwargs["token_budget"]` takes precedence over `"auto"`.
+        this field. `allocator_kwargs["token_budget"]` takes precedence over `"auto"`. `"uniform"` is inert (the
+        allocator's counts, `allocation/token_price` 0) when every prompt expects the same completion length: expected
+        tokens within half a token of the budget fit.
     length_decay (`float`, *optional*, defaults to `0.9`):
         The factor in (0, 1] a prompt's measured completion lengths are multiplied by at every visit before the new
         ones are added (`1.0`: the plain mean of every completion measured).
@@ -140,7 +142,9 @@ class AdaptiveGRPOConfig(GRPOConfig):
         folder, removed when the client closes. Unused on a GPU.
     log_allocations (`bool`, *optional*, defaults to `True`):
         Append each generation batch's prompt ids, counts, success rates and scored successes to
-        `output_dir/allocations.jsonl` (main process), the input of run reports.
+        `output_dir/allocations.jsonl` (main process), the input of run reports. Each run starts its own: a fresh run
+        moves an earlier run's log to `allocations.previous-<k>.jsonl`, a resume from `checkpoint-N` keeps its lines
+        of steps before N.
     equal_prompt_weighting (`bool`, *optional*, defaults to `False`):
         Multiply each completion's advantage by `mean_n / n_i` so every prompt carries the same total weight
         whatever its count. Off by default, as in the papers: every completion has equal weight, so a prompt with

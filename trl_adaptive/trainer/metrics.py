@@ -57,6 +57,9 @@ def log_allocation(
     all_wrong = sampled & ~has_signal & (successes == 0)
     total = counts.sum()
     metrics["allocation/effective_gradient_ratio"].append(float(counts[has_signal].sum() / total))
+    # the same completions over every completion GENERATED (rounds, dropped groups): what the step's generation bought
+    generated = len(outcome.record.rewards)
+    metrics["allocation/effective_gradient_ratio_per_generated"].append(float(counts[has_signal].sum() / generated))
     metrics["allocation/zero_gradient_ratio_all_correct"].append(float(counts[all_correct].sum() / total))
     metrics["allocation/zero_gradient_ratio_all_wrong"].append(float(counts[all_wrong].sum() / total))
     metrics["allocation/effective_prompt_ratio"].append(float(has_signal[sampled].mean()))

@@ -105,7 +105,8 @@ PAPERS: dict[str, Paper] = {
 }
 # Logged metrics summarised on the card: (log key, label).
 CARD_METRICS = (
-    ("allocation/effective_gradient_ratio", "effective-gradient ratio, Knapsack RL Eq. 4"),
+    ("allocation/effective_gradient_ratio", "effective-gradient ratio over trained completions, Knapsack RL Eq. 4"),
+    ("allocation/effective_gradient_ratio_per_generated", "effective-gradient ratio over generated completions"),
     ("allocation/zero_gradient_ratio_all_correct", "zero-gradient ratio, all correct"),
     ("allocation/zero_gradient_ratio_all_wrong", "zero-gradient ratio, all wrong"),
     ("allocation/effective_prompt_ratio", "effective-prompt ratio"),

@@ -34,7 +34,7 @@ from ..serving.vllm_cpu import cpu_vllm_construction, use_reload_for_colocate
 from ..stats import PromptStatistics
 from .adaptive_state import AdaptiveState, checked_training_prompts
 from .advantages import group_advantages
-from .callback import SuccessRateCallback
+from .callback import AllocationLogCallback, SuccessRateCallback
 from .config import AdaptiveGRPOConfig
 from .dispatch import log_rank_balance, planned_order, rank_slice, replay_dispatch
 from .hook_state import HookState, Replay
@@ -118,7 +118,6 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
         procedure = build_procedure_from_config(args, size, allocator, owned)  # here: its warnings point at the caller
         self.adaptive_state = AdaptiveState.for_run(prompts, procedure, statistics, args)
         self._train_sampler: EpochSeededRepeatSampler | None = None
-
         cpu_paths = cpu_vllm_construction(
             args.use_vllm,
             args.vllm_mode,
@@ -133,6 +132,7 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
         if cpu and args.vllm_mode == "colocate":
             use_reload_for_colocate(self.vllm_generation)  # TRL's in-place load_weights fails on vLLM-CPU
         self.add_callback(SuccessRateCallback(self.adaptive_state, self.refresh_success_rate_column))
+        self.add_callback(AllocationLogCallback())
         self._reward_checks = RewardChecks(self.scale_rewards)  # warnings, once each, about rewards (reward_checks.py)
         self.refresh_success_rate_column()
         warn_if_saves_split_generation_batches(args)
