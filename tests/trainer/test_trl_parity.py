@@ -139,3 +139,64 @@ def test_environment_owned_data_keeps_grpo_trainers_checks(tool_model_dir, tmp_p
             cls(model=str(tool_model_dir), reward_funcs=reward_has_vowel_e, args=config, **kwargs)
         errors.append(str(caught.value))
     assert errors[0] == errors[1] and "max_steps" in errors[0]
+
+
+class RewardOwningEnvironment:
+    """Makes up its task in reset() and owns its reward (get_reward); records what reset() was given."""
+
+    reset_kwargs: list[dict] = []
+
+    def reset(self, **kwargs) -> str:
+        RewardOwningEnvironment.reset_kwargs.append(dict(kwargs))
+        return f"What is 3 + {len(RewardOwningEnvironment.reset_kwargs) % 4}?"
+
+    def add(self, a: int, b: int) -> int:
+        """Add two integers.
+
+        Args:
+            a: The first integer.
+            b: The second integer.
+        """
+        return a + b
+
+    def get_reward(self) -> float:
+        return float(len(RewardOwningEnvironment.reset_kwargs) % 2 == 0)
+
+
+def _train_on_routing_rows(cls: type, config_cls: type, model_dir, output_dir, **config) -> tuple:
+    """TRL's multi-environment example: the dataset's only column routes each rollout to an environment."""
+    from datasets import Dataset
+
+    TaskOwningEnvironment.reset_kwargs, RewardOwningEnvironment.reset_kwargs = [], []
+    args = config_cls(**tiny_config_kwargs(str(output_dir), max_steps=2, max_completion_length=16), **config)
+    dataset = Dataset.from_dict({"environment": ["task", "reward"] * 4})
+    factories = {"task": TaskOwningEnvironment, "reward": RewardOwningEnvironment}
+    trainer = cls(model=str(model_dir), reward_funcs=reward_has_vowel_e, args=args, train_dataset=dataset,
+                  environment_factory=factories)  # fmt: skip
+    trainer.train()
+    params = {name: p.detach().clone() for name, p in trainer.model.named_parameters()}
+    return trainer, params, (list(TaskOwningEnvironment.reset_kwargs), list(RewardOwningEnvironment.reset_kwargs))
+
+
+def test_rows_that_only_route_to_environments_train_as_grpo_trainer_with_one_warning(tool_model_dir, tmp_path):
+    """A train_dataset whose only column is `environment` (TRL's multi-environment example, one environment owning
+    its reward): GRPOTrainer trains on it, reset() making each prompt; so does AdaptiveGRPOTrainer, uniform, saying
+    why."""
+    grpo, grpo_params, grpo_resets = _train_on_routing_rows(GRPOTrainer, GRPOConfig, tool_model_dir, tmp_path / "g")
+    with pytest.warns(UserWarning, match="no 'prompt' column .*'environment'.*the environments make the prompts") as w:
+        ours, our_params, our_resets = _train_on_routing_rows(
+            AdaptiveGRPOTrainer, AdaptiveGRPOConfig, tool_model_dir, tmp_path / "o", allocator="knapsack"
+        )
+    assert sum("the environments make the prompts" in str(warning.message) for warning in w) == 1
+    assert our_resets == grpo_resets and all(grpo_resets)  # reset() got what GRPOTrainer gives it: nothing of ours
+    for name, value in grpo_params.items():
+        torch.testing.assert_close(our_params[name], value, rtol=1e-5, atol=1e-6)
+    grpo_logs = [log for log in grpo.state.log_history if "reward" in log]
+    our_logs = [log for log in ours.state.log_history if "reward" in log]
+    assert len(grpo_logs) == len(our_logs) == 2
+    for grpo_log, our_log in zip(grpo_logs, our_logs, strict=True):
+        for key, value in grpo_log.items():
+            if not any(t in key for t in ("runtime", "per_second", "step_time")):
+                expected = value if value is None else pytest.approx(value, rel=1e-5, abs=1e-6)  # None: no reward
+                assert our_log[key] == expected, key
+        assert our_log["allocation/count_min"] == our_log["allocation/count_max"]  # uniform

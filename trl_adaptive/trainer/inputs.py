@@ -16,7 +16,7 @@ from trl import GRPOTrainer
 from ..allocation import Allocator
 from ..sampling import Procedure
 from .config import AdaptiveGRPOConfig
-from .environment_data import placeholder_rows, uniform_for_environment_data
+from .environment_data import ResetRows
 
 
 def check_dataset_holds_a_batch(num_rows: int, args: AdaptiveGRPOConfig) -> None:
@@ -50,13 +50,13 @@ def build_procedure_from_config(
     args: AdaptiveGRPOConfig,
     dataset_size: int | None,
     strategy: Allocator | Procedure | None = None,
-    environment_owns_the_data: bool = False,
+    reset_rows: ResetRows | None = None,
 ) -> Procedure:
     """The sampling procedure of this config, or around the ``allocator`` object passed to the trainer; CERO plans
     for the run's epochs unless ``allocator_kwargs`` says otherwise (or the data is a stream of unknown length).
-    Uniform, with a warning, when an environment owns the data (environment_data.py)."""
-    if environment_owns_the_data:
-        return uniform_for_environment_data(args, strategy)
+    Uniform, with a warning, when environments make the prompts (environment_data.py)."""
+    if reset_rows is not None:
+        return reset_rows.uniform(args, strategy)
     planned = strategy is None and args.allocator == "cero" and dataset_size is not None
     if planned and "num_epochs" not in (args.allocator_kwargs or {}):
         return args.build_procedure(num_epochs=_planned_epochs(args, dataset_size))
@@ -94,13 +94,14 @@ def _planned_epochs(args: AdaptiveGRPOConfig, dataset_size: int) -> int:
 
 def reject_unsupported_features(
     train_dataset: Any, args: AdaptiveGRPOConfig, positional: tuple[Any, ...], kwargs: dict[str, Any]
-) -> tuple[Any, bool]:
+) -> tuple[Any, ResetRows | None]:
     """Fail at construction for TRL features whose data path this trainer does not (yet) serve. Returns the training
-    data and whether an environment owns it (``environment_factory`` without a ``train_dataset``: then GRPOTrainer's
-    placeholder rows, environment_data.py)."""
+    data and, when environments make the prompts (``environment_factory`` without a ``train_dataset`` or with rows
+    that have no ``prompt``), what TRL sees of the rows (environment_data.py)."""
     names = list(inspect.signature(GRPOTrainer.__init__).parameters)[5:]  # after self, model, reward_funcs, args, ds
     passed = dict(zip(names, positional, strict=False)) | kwargs
-    environment_owns_the_data = train_dataset is None and passed.get("environment_factory") is not None
+    reset_rows = ResetRows.of(train_dataset, passed.get("environment_factory"))
+    environment_owns_the_data = reset_rows is not None and reset_rows.no_dataset
     if train_dataset is None and not environment_owns_the_data:  # GRPOTrainer's error, word for word
         raise ValueError("`train_dataset` is required unless an `environment_factory` is provided.")
     if isinstance(train_dataset, DatasetDict):
@@ -132,4 +133,4 @@ def reject_unsupported_features(
                 "`python -m trl_adaptive.serving.cpu_seam your_script.py ...` (see docs/serving.md); or set "
                 "use_vllm=False to generate with transformers."
             )
-    return (placeholder_rows(args) if environment_owns_the_data else train_dataset), environment_owns_the_data
+    return (train_dataset if reset_rows is None else reset_rows.training_rows(train_dataset, args)), reset_rows

@@ -165,11 +165,11 @@ def add_rows(trainer: AdaptiveGRPOTrainer, rows: dict[int, dict], prompt_ids: np
 
 
 def local_rows(trainer: AdaptiveGRPOTrainer, rows: dict[int, dict], prompt_ids: np.ndarray) -> list[dict]:
-    """Copies of this rank's rows (the parent mutates them), with the live success rate for reward functions; when an
-    environment owns the data, GRPOTrainer's placeholder rows as they are (reset() and the reward functions get the
-    row's prompt only, as under GRPOTrainer)."""
-    if trainer.environment_owns_the_data:
-        return [{"prompt": rows[prompt_id]["prompt"]} for prompt_id in prompt_ids.tolist()]
+    """Copies of this rank's rows (the parent mutates them), with the live success rate for reward functions; when
+    environments make the prompts, the rows as GRPOTrainer gives them (reset() and the reward functions get the
+    user's columns only, or the placeholder's prompt)."""
+    if trainer.reset_rows is not None:
+        return [trainer.reset_rows.as_trl_sees(rows[prompt_id]) for prompt_id in prompt_ids.tolist()]
     rates = trainer.prompt_statistics.success_rates(prompt_ids)
     local = []
     for prompt_id, rate in zip(prompt_ids.tolist(), rates.tolist(), strict=True):

