@@ -116,6 +116,11 @@ def test_environment_owned_data_trains_as_grpo_trainer_with_one_warning(tool_mod
     assert sum("the environment owns the data" in str(w.message) for w in caught) == 1
     assert f"in place of allocator={allocator!r}" in next(str(w.message) for w in caught if "owns" in str(w.message))
     assert our_resets == grpo_resets  # reset() got GRPOTrainer's placeholder rows, nothing of ours
+    _assert_trained_as_grpo_trainer(grpo, grpo_params, ours, our_params)
+
+
+def _assert_trained_as_grpo_trainer(grpo, grpo_params: dict, ours, our_params: dict) -> None:
+    """The same parameters and the same logs (None where a reward function scored nothing), uniform counts."""
     for name, value in grpo_params.items():
         torch.testing.assert_close(our_params[name], value, rtol=1e-5, atol=1e-6)
     grpo_logs = [log for log in grpo.state.log_history if "reward" in log]
@@ -124,7 +129,7 @@ def test_environment_owned_data_trains_as_grpo_trainer_with_one_warning(tool_mod
     for grpo_log, our_log in zip(grpo_logs, our_logs, strict=True):
         for key, value in grpo_log.items():
             if not any(t in key for t in ("runtime", "per_second", "step_time")):
-                assert our_log[key] == pytest.approx(value, rel=1e-5, abs=1e-6), key
+                assert our_log[key] == (value if value is None else pytest.approx(value, rel=1e-5, abs=1e-6)), key
         assert our_log["allocation/count_min"] == our_log["allocation/count_max"] == 4  # uniform
 
 
@@ -141,41 +146,29 @@ def test_environment_owned_data_keeps_grpo_trainers_checks(tool_model_dir, tmp_p
     assert errors[0] == errors[1] and "max_steps" in errors[0]
 
 
-class RewardOwningEnvironment:
-    """Makes up its task in reset() and owns its reward (get_reward); records what reset() was given."""
+class PromptOnlyEnvironment:
+    """A second environment without get_reward (the reward functions score it) and without tools."""
 
     reset_kwargs: list[dict] = []
 
     def reset(self, **kwargs) -> str:
-        RewardOwningEnvironment.reset_kwargs.append(dict(kwargs))
-        return f"What is 3 + {len(RewardOwningEnvironment.reset_kwargs) % 4}?"
-
-    def add(self, a: int, b: int) -> int:
-        """Add two integers.
-
-        Args:
-            a: The first integer.
-            b: The second integer.
-        """
-        return a + b
-
-    def get_reward(self) -> float:
-        return float(len(RewardOwningEnvironment.reset_kwargs) % 2 == 0)
+        PromptOnlyEnvironment.reset_kwargs.append(dict(kwargs))
+        return "Name a colour."
 
 
 def _train_on_routing_rows(cls: type, config_cls: type, model_dir, output_dir, **config) -> tuple:
     """TRL's multi-environment example: the dataset's only column routes each rollout to an environment."""
     from datasets import Dataset
 
-    TaskOwningEnvironment.reset_kwargs, RewardOwningEnvironment.reset_kwargs = [], []
+    TaskOwningEnvironment.reset_kwargs, PromptOnlyEnvironment.reset_kwargs = [], []
     args = config_cls(**tiny_config_kwargs(str(output_dir), max_steps=2, max_completion_length=16), **config)
-    dataset = Dataset.from_dict({"environment": ["task", "reward"] * 4})
-    factories = {"task": TaskOwningEnvironment, "reward": RewardOwningEnvironment}
+    dataset = Dataset.from_dict({"environment": ["task", "prompt_only"] * 4})
+    factories = {"task": TaskOwningEnvironment, "prompt_only": PromptOnlyEnvironment}
     trainer = cls(model=str(model_dir), reward_funcs=reward_has_vowel_e, args=args, train_dataset=dataset,
                   environment_factory=factories)  # fmt: skip
     trainer.train()
     params = {name: p.detach().clone() for name, p in trainer.model.named_parameters()}
-    return trainer, params, (list(TaskOwningEnvironment.reset_kwargs), list(RewardOwningEnvironment.reset_kwargs))
+    return trainer, params, (list(TaskOwningEnvironment.reset_kwargs), list(PromptOnlyEnvironment.reset_kwargs))
 
 
 def test_rows_that_only_route_to_environments_train_as_grpo_trainer_with_one_warning(tool_model_dir, tmp_path):
@@ -189,14 +182,4 @@ def test_rows_that_only_route_to_environments_train_as_grpo_trainer_with_one_war
         )
     assert sum("the environments make the prompts" in str(warning.message) for warning in w) == 1
     assert our_resets == grpo_resets and all(grpo_resets)  # reset() got what GRPOTrainer gives it: nothing of ours
-    for name, value in grpo_params.items():
-        torch.testing.assert_close(our_params[name], value, rtol=1e-5, atol=1e-6)
-    grpo_logs = [log for log in grpo.state.log_history if "reward" in log]
-    our_logs = [log for log in ours.state.log_history if "reward" in log]
-    assert len(grpo_logs) == len(our_logs) == 2
-    for grpo_log, our_log in zip(grpo_logs, our_logs, strict=True):
-        for key, value in grpo_log.items():
-            if not any(t in key for t in ("runtime", "per_second", "step_time")):
-                expected = value if value is None else pytest.approx(value, rel=1e-5, abs=1e-6)  # None: no reward
-                assert our_log[key] == expected, key
-        assert our_log["allocation/count_min"] == our_log["allocation/count_max"]  # uniform
+    _assert_trained_as_grpo_trainer(grpo, grpo_params, ours, our_params)
