@@ -23,14 +23,14 @@ MODES = list(itertools.product(SCALES, AGGREGATIONS))
 # References
 # -------------------------------------------------------------------------------------------------------------------
 def trl_advantages(rewards_per_func, reward_weights, num_generations, scale_rewards, multi_objective_aggregation):
-    """TRL 1.16.0's advantage arithmetic, copied verbatim from trl/trainer/grpo_trainer.py L2759-2810.
+    """TRL 1.16.0's advantage arithmetic, copied verbatim from ``GRPOTrainer._generate_and_score_completions``.
 
     Only the surroundings are adapted: ``self.`` attributes became arguments, ``device`` is the rewards' device and
     ``len(self.reward_funcs)`` is the number of columns. The statements themselves are TRL's, in TRL's order.
     """
     device = rewards_per_func.device
     num_reward_funcs = rewards_per_func.shape[1]
-    # ---- begin verbatim (grpo_trainer.py L2759-2810) ----
+    # ---- begin verbatim (GRPOTrainer._generate_and_score_completions) ----
     unscorable_mask = torch.isnan(rewards_per_func).all(dim=1)
 
     if multi_objective_aggregation == "sum_then_normalize":

@@ -1,9 +1,10 @@
 """Group-relative advantages for groups of different sizes.
 
-TRL 1.16 computes group statistics with ``rewards.view(-1, num_generations)`` (grpo_trainer.py L2765-2797), which
-silently averages across prompts once groups differ in size. Here every completion carries the id of its prompt's
-group (``group_ids``) and the statistics are segment-wise, with the same arithmetic as TRL (NaN-aware mean, Bessel
-corrected ``nanstd``, ``+ 1e-4`` in the divisor), so equal-size groups give TRL's numbers.
+TRL 1.16 computes group statistics with ``rewards.view(-1, num_generations)`` (in
+``GRPOTrainer._generate_and_score_completions``), which silently averages across prompts once groups differ in size.
+Here every completion carries the id of its prompt's group (``group_ids``) and the statistics are segment-wise, with
+the same arithmetic as TRL (NaN-aware mean, Bessel corrected ``nanstd``, ``+ 1e-4`` in the divisor), so equal-size
+groups give TRL's numbers.
 """
 
 from __future__ import annotations

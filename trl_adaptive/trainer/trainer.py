@@ -180,7 +180,7 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
     # Overrides of GRPOTrainer's private hooks (trl 1.16; pinned by tests/test_trl_contract.py)
     # ---------------------------------------------------------------------------------------------------------------
     def _get_train_sampler(self, dataset: Dataset | None = None) -> EpochSeededRepeatSampler:
-        """Same sampler as TRL (L1280) with ``set_epoch``, so a resumed run draws the prompts it would have drawn."""
+        """TRL's ``_get_train_sampler`` with ``set_epoch``, so a resumed run draws the prompts it would have drawn."""
         self._train_sampler = EpochSeededRepeatSampler(
             data_source=dataset if dataset is not None else self.train_dataset,
             mini_repeat_count=self.num_generations,
@@ -401,7 +401,7 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
 
     def _save_checkpoint(self, model, trial):
         """Writes ``adaptive_state.json`` FIRST, then lets TRL write the rest; see ``checkpoint.py`` for why this order
-        makes every save crash-safe (TRL saves its entropy controller's state last, grpo_trainer.py L3384)."""
+        makes every save crash-safe (TRL's ``_save_checkpoint`` saves its entropy controller's state last)."""
         if self.args.should_save:
             folder = os.path.join(
                 self._get_output_dir(trial=trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
