@@ -153,7 +153,7 @@ class BayesKnapsackAllocator(Allocator):
         """
         a, b = posterior(stats)
         num_prompts = len(a)
-        already = _as_counts(already, num_prompts, self.max_rollouts)
+        already = _checked_already(already, num_prompts, self.max_rollouts)
         check_int("budget_left", budget_left, minimum=0, reason="completions not yet spent")
         lower = np.maximum(already, self.min_rollouts)
         total = int(already.sum()) + int(budget_left)
@@ -305,7 +305,7 @@ def pilot_budget_check(pilot_rollouts: int, num_prompts: int, budget: int, min_r
         )
 
 
-def _as_counts(already: np.ndarray, num_prompts: int, n_up: int) -> np.ndarray:
+def _checked_already(already: np.ndarray, num_prompts: int, n_up: int) -> np.ndarray:
     counts = np.asarray(already)
     if counts.shape != (num_prompts,) or counts.dtype.kind not in "iuf":
         raise ValueError(f"already must be an integer array of shape ({num_prompts},), got {counts.shape}.")

@@ -33,7 +33,7 @@ def dynamic_sampling_keep(success: np.ndarray, group_ids: np.ndarray, num_groups
 
 
 # -- validation helpers -----------------------------------------------------------------------------------------------
-def _as_counts(successes: np.ndarray, attempts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _as_success_counts(successes: np.ndarray, attempts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     s = np.asarray(successes, dtype=np.float64)
     a = np.asarray(attempts, dtype=np.float64)
     if s.ndim != 1 or s.shape != a.shape:

@@ -45,7 +45,7 @@ import numpy as np
 
 from .._validate import check_int, check_number
 from .base import BatchContext, BatchRecord, Procedure, Round
-from .rules import _as_counts, _as_group_ids, _as_success, is_success
+from .rules import _as_group_ids, _as_success, _as_success_counts, is_success
 
 
 @dataclass
@@ -174,7 +174,7 @@ class Sequential(Procedure):
             min(round_size, max_rollouts - attempts) for prompts not done, 0 for the others, trimmed by the class's
             trim rule so that the batch total stays <= ``inference_cap * budget``.
         """
-        s, a = _as_counts(successes, attempts)
+        s, a = _as_success_counts(successes, attempts)
         self._check_group_size(group_size)
         check_int("budget", budget, minimum=1, reason="the training budget n x M")
         check_int("generated_so_far", generated_so_far, minimum=0)
@@ -304,7 +304,7 @@ class ReinforceAdaSeqPos(Sequential):
         )
 
     def is_done(self, successes: np.ndarray, attempts: np.ndarray, group_size: int) -> np.ndarray:
-        s, _ = _as_counts(successes, attempts)
+        s, _ = _as_success_counts(successes, attempts)
         return s >= self.min_successes
 
 
@@ -328,7 +328,7 @@ class ReinforceAdaSeqBalance(Sequential):
     name: ClassVar[str] = "reinforce_ada_seq_balance"
 
     def is_done(self, successes: np.ndarray, attempts: np.ndarray, group_size: int) -> np.ndarray:
-        s, a = _as_counts(successes, attempts)
+        s, a = _as_success_counts(successes, attempts)
         self._check_group_size(group_size)
         half = max(1, int(group_size) // 2)
         return (s >= half) & (a - s >= half)

@@ -188,13 +188,13 @@ def max_over_mean(per_round_rank_tokens: Sequence[np.ndarray]) -> float:
 # -------------------------------------------------------------------------------------------------------------------
 def planned_order(trainer: AdaptiveGRPOTrainer, jobs: np.ndarray, record_ids: np.ndarray) -> np.ndarray:
     """Dispatch order of a planned round (``jobs``: indices into ``record_ids``), by the prompts' expected tokens."""
-    lengths = expected_lengths(trainer, record_ids[jobs])
+    lengths = expected_tokens_of_jobs(trainer, record_ids[jobs])
     return dispatch_order(jobs, *_seed_and_step(trainer), lengths, trainer.accelerator.num_processes)
 
 
 def round_order(trainer: AdaptiveGRPOTrainer, job_prompt_ids: np.ndarray, round_index: int) -> np.ndarray:
     """Dispatch order of round ``round_index`` of a batch generated in rounds, by the prompts' expected tokens."""
-    lengths, num_ranks = expected_lengths(trainer, job_prompt_ids), trainer.accelerator.num_processes
+    lengths, num_ranks = expected_tokens_of_jobs(trainer, job_prompt_ids), trainer.accelerator.num_processes
     return dispatch_order(job_prompt_ids, *_seed_and_step(trainer), lengths, num_ranks, round_index)
 
 
@@ -217,7 +217,7 @@ def replay_dispatch(
     return dispatched
 
 
-def expected_lengths(trainer: AdaptiveGRPOTrainer, prompt_ids: np.ndarray) -> np.ndarray:
+def expected_tokens_of_jobs(trainer: AdaptiveGRPOTrainer, prompt_ids: np.ndarray) -> np.ndarray:
     """The store's expected completion tokens of each of ``prompt_ids`` (repeats looked up once; NaN: unknown)."""
     unique, inverse = np.unique(np.asarray(prompt_ids, dtype=np.int64), return_inverse=True)
     return trainer.prompt_statistics.expected_tokens(unique)[inverse]
