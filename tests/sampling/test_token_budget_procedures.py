@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from trl_adaptive.allocation.token_budget import rounding_slack
 from trl_adaptive.sampling import BatchContext, BatchRun, DynamicSampling, Pilot, PlanAhead
 from trl_adaptive.stats import PromptStatistics
 from trl_adaptive.strategies import get_allocator
@@ -89,7 +90,7 @@ def test_no_budget_changes_nothing_and_a_budget_bounds_every_planned_allocation(
             continue
         planned_steps += 1
         if metrics["allocation/token_budget_infeasible"] == 0:
-            assert metrics["allocation/tokens_expected"] <= budget * (1 + 1e-9)
+            assert metrics["allocation/tokens_expected"] <= budget + rounding_slack(budget)  # within half a token
     assert planned_steps >= 8
 
 
