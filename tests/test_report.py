@@ -7,7 +7,6 @@ need no training: the report of a folder of JSON files imports no torch, trl or 
 
 from __future__ import annotations
 
-import doctest
 import json
 import shutil
 import subprocess
@@ -34,7 +33,7 @@ from trl_adaptive.report import (
     transition_matrix,
     write_report,
 )
-from trl_adaptive.run_files import (
+from trl_adaptive.report.run_files import (
     ALLOCATION_LOG_FILE,
     CHECKPOINT_PREFIX,
     TRAINER_STATE_FILE,
@@ -99,7 +98,12 @@ def _write_json_run(run_dir: Path, tokens: bool = False) -> Path:
 
 @pytest.mark.parametrize(
     "module",
-    ["trl_adaptive.report", "trl_adaptive.run_files", "trl_adaptive.trainer.allocation_log", "trl_adaptive.cli"],
+    [
+        "trl_adaptive.report",
+        "trl_adaptive.report.run_files",
+        "trl_adaptive.trainer.allocation_log",
+        "trl_adaptive.cli",
+    ],
 )
 def test_reading_runs_imports_no_torch(module):
     done, heavy = _heavy_imports(["-c", f"import {module}"])
@@ -188,14 +192,6 @@ def test_token_keys_are_optional_and_checked_when_there():
     assert "generated_tokens is 7 for prompt 1, which had no completion generated" in allocation_record_problem(
         new | {"generated_tokens": [50, 7]}
     )
-
-
-def test_report_tokens_examples():
-    """report_tokens' docstring example (the doctest collection lists report, not its table modules)."""
-    from trl_adaptive import report_tokens
-
-    result = doctest.testmod(report_tokens)
-    assert result.attempted >= 3 and result.failed == 0
 
 
 def test_a_log_with_tokens_gets_the_tokens_axis_and_figures(tmp_path):

@@ -10,7 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from .run_files import (
+from .report.run_files import (
     ALLOCATION_LOG_FILE,
     FINAL_STATISTICS_FILE,
     REPORT_DIR,

@@ -24,7 +24,7 @@ import numpy as np
 
 from . import __version__
 from .allocation import STATUS_LABELS, prompts_per_status
-from .run_files import FINAL_STATISTICS_FILE
+from .report.run_files import FINAL_STATISTICS_FILE
 from .stats import PromptStatistics
 
 CARD_TAGS = ("trl-adaptive", "adaptive-rollout-allocation")

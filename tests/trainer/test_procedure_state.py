@@ -10,7 +10,7 @@ from helpers.allocation import TwoAllocators
 from helpers.trainer import build_trainer, make_dataset
 
 from trl_adaptive.allocation import CeroAllocator
-from trl_adaptive.run_files import ADAPTIVE_STATE_FILE
+from trl_adaptive.report.run_files import ADAPTIVE_STATE_FILE
 
 pytestmark = pytest.mark.trainer  # every test here builds a trainer (make test-fast skips them)
 

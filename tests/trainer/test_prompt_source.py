@@ -12,7 +12,7 @@ from helpers.trainer import build_trainer, make_dataset, tiny_config_kwargs
 from trl import TrlParser
 
 from trl_adaptive import AdaptiveGRPOConfig
-from trl_adaptive.run_files import ADAPTIVE_STATE_FILE
+from trl_adaptive.report.run_files import ADAPTIVE_STATE_FILE
 from trl_adaptive.sampling.source import OfferedPrompts, PromptSource
 from trl_adaptive.strategies import (
     build_prompt_source,

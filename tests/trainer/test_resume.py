@@ -23,7 +23,7 @@ from helpers.prompt_sources import LeastPickedPool  # noqa: F401  (registers "te
 from helpers.trainer import build_trainer, make_dataset
 
 from trl_adaptive import AdaptiveGRPOTrainer
-from trl_adaptive.run_files import ADAPTIVE_STATE_FILE, ALLOCATION_LOG_FILE
+from trl_adaptive.report.run_files import ADAPTIVE_STATE_FILE, ALLOCATION_LOG_FILE
 from trl_adaptive.sampling.source import SourceContext
 from trl_adaptive.stats import PromptStatistics
 from trl_adaptive.strategies import (

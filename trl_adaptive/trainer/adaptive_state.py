@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..allocation import Allocator
-from ..run_files import FINAL_STATISTICS_FILE
+from ..report.run_files import FINAL_STATISTICS_FILE
 from ..sampling import Outcome, Procedure
 from ..sampling.source import OfferedPrompts, PromptSource
 from ..stats import PromptStatistics

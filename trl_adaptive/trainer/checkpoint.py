@@ -19,7 +19,7 @@ import warnings
 from typing import Any
 
 from .._io import read_json, write_json_atomic
-from ..run_files import ADAPTIVE_STATE_FILE, TRAINER_STATE_FILE, checkpoint_folders, read_json_or_none
+from ..report.run_files import ADAPTIVE_STATE_FILE, TRAINER_STATE_FILE, checkpoint_folders, read_json_or_none
 
 # 2 adds "epochs_closed"; 3 saves the procedure's state as one tree ("procedure"; "allocator" keeps only the
 # strategy's name), where 1 and 2 saved "allocator.state" and the innermost procedure's own state apart. All are read.

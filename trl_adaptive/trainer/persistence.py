@@ -13,7 +13,7 @@ import os
 import warnings
 from typing import TYPE_CHECKING, Any
 
-from ..run_files import ADAPTIVE_STATE_FILE, TRAINER_STATE_FILE, checkpoint_folders
+from ..report.run_files import ADAPTIVE_STATE_FILE, TRAINER_STATE_FILE, checkpoint_folders
 from ..sampling import tree_from_separate_states
 from ..stats import PromptStatistics
 from .checkpoint import is_complete, newest_complete_checkpoint, read_state, write_state

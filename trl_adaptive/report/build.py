@@ -11,10 +11,10 @@ A run's ``output_dir`` holds (all written by the main process only, so a run ove
 - ``prompt_statistics.json``: the statistics store at the end of training, else the newest checkpoint's
   ``adaptive_state.json``.
 
-Reading (``load_run``, here) is separate from the tables (``report_tables`` and ``report_tokens``: pure functions of
-the records and logs), from the figures (``report_plots``, data in, figure out) and from the markdown page
-(``report_summary``). ``write_report`` ties them together; ``trl-adaptive report`` calls it. The tables' names are
-importable from here too.
+Reading (``load_run``, here) is separate from the tables (``tables`` and ``tokens``: pure functions of the records
+and logs), from the figures (``plots``, data in, figure out) and from the markdown page (``summary``).
+``write_report`` ties them together; ``trl-adaptive report`` calls it. The tables' names are importable from
+``trl_adaptive.report``.
 
 Example:
     >>> records = [{"step": 0, "epoch": 0, "prompt_ids": [0, 1], "counts": [4, 4], "success_rates": [None, None],
@@ -34,25 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from .allocation.status import STATUS_LABELS  # examples/demo.py imports it from here
-from .report_summary import summary_markdown
-from .report_tables import (
-    counts_by_status,
-    counts_per_epoch,
-    epoch_rates,
-    epoch_starts,
-    ratio_from_allocations,
-    status_per_epoch,
-    transition_matrix,
-)
-from .report_tokens import (
-    TOKEN_KEYS,
-    cumulative_tokens_at,
-    expected_vs_actual,
-    logged_mean,
-    token_summary,
-    tokens_missing,
-)
+from ..allocation.status import STATUS_LABELS  # examples/demo.py imports it from here
 from .run_files import (
     ADAPTIVE_STATE_FILE,
     ALLOCATION_LOG_FILE,
@@ -66,6 +48,24 @@ from .run_files import (
     scan_allocation_log,
     statistics_problem,
     trainer_state_problem,
+)
+from .summary import summary_markdown
+from .tables import (
+    counts_by_status,
+    counts_per_epoch,
+    epoch_rates,
+    epoch_starts,
+    ratio_from_allocations,
+    status_per_epoch,
+    transition_matrix,
+)
+from .tokens import (
+    TOKEN_KEYS,
+    cumulative_tokens_at,
+    expected_vs_actual,
+    logged_mean,
+    token_summary,
+    tokens_missing,
 )
 
 RATIO_KEYS = {
@@ -283,7 +283,7 @@ def summarize(run: RunData) -> dict[str, Any]:
 
 
 def _summarize_tokens(run: RunData, missing: list[str]) -> dict[str, Any]:
-    """The summary's token figures (``report_tokens.token_summary``, and the logged trained tokens per batch); a note
+    """The summary's token figures (``tokens.token_summary``, and the logged trained tokens per batch); a note
     in ``missing`` when the records cannot give them."""
     out: dict[str, Any] = {}
     trained = logged_mean(run.log_history, TOKEN_KEYS["trained"])
@@ -300,7 +300,7 @@ def _summarize_tokens(run: RunData, missing: list[str]) -> dict[str, Any]:
 
 def token_series(run: RunData) -> tuple[dict[str, list[float]], dict[str, list[float]]] | None:
     """The ratio series and the reward series, each with ``tokens``: the cumulative generated tokens at its steps
-    (``report_tokens.cumulative_tokens_at``); None when the records cannot give them (``tokens_missing``)."""
+    (``tokens.cumulative_tokens_at``); None when the records cannot give them (``tokens_missing``)."""
     if not run.records or tokens_missing(run.records) is not None:
         return None
     ratios, rewards = ratio_series(run)[0], reward_series(run)
@@ -316,7 +316,7 @@ def token_series(run: RunData) -> tuple[dict[str, list[float]], dict[str, list[f
 
 def write_report(runs: list[RunData], output_dir: str | Path, dpi: int = 90) -> dict[str, Any]:
     """Render every figure the runs' files allow, plus ``summary.md`` and ``report.json``; return the summary."""
-    from . import report_plots as plots
+    from . import plots
 
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)

@@ -16,7 +16,7 @@ import numpy as np  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from .allocation.status import SEEN_STATUSES, STATUS_LABELS, STATUSES  # noqa: E402
+from ..allocation.status import SEEN_STATUSES, STATUS_LABELS, STATUSES  # noqa: E402
 
 # Red (never solved) to green (always solved), grey for prompts without a rate yet.
 STATUS_COLORS = {

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from .allocation.status import SEEN_STATUSES, STATUSES, prompts_per_status, status_index
+from ..allocation.status import SEEN_STATUSES, STATUSES, prompts_per_status, status_index
 
 
 def epoch_rates(records: list[dict[str, Any]]) -> dict[int, dict[int, float]]:

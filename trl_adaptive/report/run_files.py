@@ -220,7 +220,7 @@ def trainer_state_problem(state: Any, metric_keys: tuple[str, ...]) -> str | Non
 def statistics_problem(state: Any) -> str | None:
     """What loading a statistics state would refuse (every check of ``PromptStatistics.load``, with the config saved
     in it), or None."""
-    from .stats import PromptStatistics  # NumPy only; imported when a report reads statistics
+    from ..stats import PromptStatistics  # NumPy only; imported when a report reads statistics
 
     try:
         PromptStatistics.from_state_dict(state)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .allocation.status import SEEN_STATUSES, STATUS_LABELS, STATUSES
+from ..allocation.status import SEEN_STATUSES, STATUS_LABELS, STATUSES
 
 
 def _fmt(value: Any, digits: int = 3) -> str:
