@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import json
 
 import pytest
@@ -13,7 +12,6 @@ from trl_adaptive.sampling import (
     DynamicSampling,
     PilotCommit,
     PlanAhead,
-    tree_from_separate_states,
 )
 from trl_adaptive.stats import PromptStatistics
 from trl_adaptive.strategies import as_procedure, build_procedure, registered_strategies
@@ -69,19 +67,3 @@ def test_a_tree_of_other_procedures_is_refused_naming_the_node():
         DynamicSampling(PlanAhead(CeroAllocator())).load_state_dict(tree)
     with pytest.raises(ValueError, match="procedure was saved as DynamicSampling but this run's is PlanAhead"):
         as_procedure("knapsack").load_state_dict(tree)
-
-
-def test_separate_states_of_older_checkpoints_become_the_tree():
-    """Files written before the tree held the strategy's state and the innermost procedure's own state apart."""
-    procedure = build_procedure("cero", dynamic_sampling=True)
-    cero = procedure.inner.allocator
-    run_steps(procedure, PromptStatistics(), range(3))
-    tree = tree_from_separate_states(procedure, cero, cero.state_dict(), {})
-    assert tree == procedure.state_dict()
-    commit = DynamicSampling(PilotCommit(pilot_rollouts=2))
-    commit.inner.evicted = {3, 5}
-    assert tree_from_separate_states(commit, commit.inner, {}, {"evicted": [3, 5]}) == commit.state_dict()
-    fresh = copy.deepcopy(commit)
-    fresh.inner.evicted = set()
-    fresh.load_state_dict(tree_from_separate_states(fresh, fresh.inner, {}, {"evicted": [3, 5]}))
-    assert fresh.inner.evicted == {3, 5}

@@ -1,5 +1,6 @@
-"""Persistence of PromptStatistics (``trl_adaptive/stats/serialization.py``, ``dataset.py``): format versions 1 to 3
-(one stored state of each), missing keys, inconsistent and corrupt files, and the datasets export and import."""
+"""Persistence of PromptStatistics (``trl_adaptive/stats/serialization.py``, ``dataset.py``): format version 4 (the
+development formats 1 to 3 are refused), missing keys, inconsistent and corrupt files, and the datasets export and
+import."""
 
 import json
 import subprocess
@@ -21,7 +22,7 @@ def _full_store() -> PromptStatistics:
     return stats
 
 
-def test_version_2_round_trip_with_priors_and_fingerprints(tmp_path):
+def test_round_trip_with_priors_and_fingerprints(tmp_path):
     stats = _full_store()
     state = stats.state_dict()
     assert state["version"] == FORMAT_VERSION == 4  # version 4 adds the length columns
@@ -40,36 +41,16 @@ def test_version_2_round_trip_with_priors_and_fingerprints(tmp_path):
     assert loaded.state_dict() == stats.state_dict()
 
 
-def test_version_1_state_loads_without_priors_or_fingerprints(tmp_path):
-    v1 = {
-        "format": "trl_adaptive.PromptStatistics",
-        "version": 1,
-        "config": {"success_threshold": 1.0, "decay": 0.9, "prior_alpha": 1.0, "prior_beta": 16.0},
-        "epoch": 1,
-        "prompt_ids": [7, 9],
-        "columns": {
-            "current_successes": [0, 0],
-            "current_attempts": [0, 0],
-            "last_successes": [1, 0],
-            "last_attempts": [2, 1],
-            "total_successes": [1, 0],
-            "total_attempts": [2, 1],
-            "decayed_successes": [1.0, 0.0],
-            "decayed_attempts": [2.0, 1.0],
-        },
-    }
-    (tmp_path / "v1.json").write_text(json.dumps(v1))
-    stats = PromptStatistics.load(tmp_path / "v1.json", decay=0.9)
-    assert stats.epoch == 1 and len(stats) == 2 and stats.num_with_prior == 0
-    np.testing.assert_allclose(stats.success_rates([7, 9]), [0.5, 0.0])
-    np.testing.assert_allclose(stats.batch([7]).smoothed_rate, [2 / 19])
-    assert stats.fingerprint_mismatches([7], ["f" * 16]).tolist() == []  # no stored fingerprint
-    state = stats.state_dict()
-    assert state["version"] == FORMAT_VERSION and state["fingerprints"] == ["", ""]
-    assert state["columns"]["prior_attempts"] == [0.0, 0.0] and state["columns"]["prior_visits"] == [0, 0]
-    fresh = PromptStatistics()
-    fresh.load_state_dict(v1)
-    assert fresh.state_dict() == state
+@pytest.mark.parametrize("version", [1, 2, 3])
+def test_development_format_versions_are_refused_naming_the_readable_one(tmp_path, version):
+    """Versions 1 to 3 were never released: a file of one is refused, whatever it holds, saying what is read."""
+    state = {**_full_store().state_dict(), "version": version}
+    del state["config"]["length_decay"]  # version 3 saved no length settings: the version is named first
+    with pytest.raises(ValueError, match=rf"format version {version}; this code reads versions \[4\]"):
+        PromptStatistics(success_threshold=0.5, decay=0.8, prior_alpha=0.5, prior_beta=4.0).load_state_dict(state)
+    (tmp_path / "old.json").write_text(json.dumps(state))
+    with pytest.raises(ValueError, match=rf"format version {version}"):
+        PromptStatistics.load(tmp_path / "old.json")
 
 
 @pytest.mark.parametrize("key", ["version", "config", "epoch", "prompt_ids", "columns", "fingerprints"])
@@ -148,32 +129,6 @@ def test_corrupt_file_gives_a_clear_error(tmp_path, damage):
     assert str(path) in str(info.value) and "earlier checkpoint" in str(info.value)
 
 
-def test_version_2_state_loads_with_the_cumulative_posterior(tmp_path):
-    # A version-2 file predates the posterior columns: the posterior starts from the cumulative counts, and the
-    # configured half-life (and weak prior) of the loading store apply from there on.
-    v3 = _full_store().state_dict()
-    v2 = json.loads(json.dumps(v3))
-    v2["version"] = 2
-    for key in ("posterior_half_life", "posterior_prior_a", "posterior_prior_b", "length_decay"):
-        del v2["config"][key]
-    for key in ("posterior_successes", "posterior_failures", "length_tokens", "length_weight"):
-        del v2["columns"][key]
-    config = {"success_threshold": 0.5, "decay": 0.8, "prior_alpha": 0.5, "prior_beta": 4.0}
-    plain = PromptStatistics(**config)
-    plain.load_state_dict(v2)
-    assert plain.state_dict() == v3  # without forgetting nothing is lost
-    forgetting = PromptStatistics(**config, posterior_half_life=1.0)
-    forgetting.load_state_dict(v2)
-    np.testing.assert_array_equal(forgetting.batch([10, 11]).beta_a, plain.batch([10, 11]).beta_a)
-    forgetting.update([], [])
-    ids = [10, 11]
-    np.testing.assert_allclose(forgetting.batch(ids).beta_a - 1 - np.array([0.9, 0]), 0.5 * np.array([2, 1]))
-    (tmp_path / "v2.json").write_text(json.dumps(v2))
-    loaded = PromptStatistics.load(tmp_path / "v2.json", posterior_half_life=6.0)
-    assert loaded.posterior_half_life == 6.0 and loaded.config["decay"] == 0.8
-    assert PromptStatistics.load(tmp_path / "v2.json").posterior_half_life is None
-
-
 def test_posterior_evidence_above_the_counts_is_rejected():
     state = json.loads(json.dumps(_full_store().state_dict()))
     state["columns"]["posterior_successes"][0] = 99.0
@@ -188,11 +143,10 @@ def test_posterior_evidence_above_the_counts_is_rejected():
 def test_every_stored_column_has_one_owner_and_import_paths_hold():
     from trl_adaptive.stats import ESTIMATORS, PriorCounts, stable_prompt_ids
     from trl_adaptive.stats.lengths import CompletionLength
-    from trl_adaptive.stats.serialization import COLUMNS, V1_COLUMNS, V2_COLUMNS, V3_COLUMNS
+    from trl_adaptive.stats.serialization import COLUMNS
 
     owners = [name for part in (*ESTIMATORS, PriorCounts, CompletionLength) for name in part.columns]
     assert sorted(owners) == sorted(COLUMNS) and len(set(owners)) == len(owners) == 15
-    assert V1_COLUMNS == COLUMNS[:8] and V2_COLUMNS == COLUMNS[:11] and V3_COLUMNS == COLUMNS[:13]
     assert [e.name for e in ESTIMATORS] == ["epoch_rate", "decayed_rate", "posterior"]
     assert stable_prompt_ids(["a3f9c2"]).tolist() == [2513115939235962885]
     code = "import sys, trl_adaptive.stats; print(sorted({'torch', 'trl', 'datasets'} & set(sys.modules)))"
@@ -200,124 +154,6 @@ def test_every_stored_column_has_one_owner_and_import_paths_hold():
     assert out.strip() == "[]"  # NumPy only: no torch, no trl, and datasets only inside to_dataset / from_dataset
 
 
-# Stored states, one per format version ever written, as a checkpoint would hold them.
-STORED_V1 = {
-    "format": "trl_adaptive.PromptStatistics",
-    "version": 1,
-    "config": {"success_threshold": 1.0, "decay": 0.9, "prior_alpha": 1.0, "prior_beta": 16.0},
-    "epoch": 2,
-    "prompt_ids": [7, 9],
-    "columns": {
-        "current_successes": [1, 0],
-        "current_attempts": [2, 0],
-        "last_successes": [3, 0],
-        "last_attempts": [4, 4],
-        "total_successes": [4, 0],
-        "total_attempts": [6, 4],
-        "decayed_successes": [1.27, 0.0],
-        "decayed_attempts": [5.6, 4.0],
-    },
-}
-
-
-STORED_V2 = {
-    "format": "trl_adaptive.PromptStatistics",
-    "version": 2,
-    "config": {"success_threshold": 0.5, "decay": 0.8, "prior_alpha": 1.0, "prior_beta": 16.0},
-    "epoch": 1,
-    "prompt_ids": [3, 5, 8],
-    "fingerprints": ["1f0e5c8a9b2d4e67", "", "a" * 16],
-    "columns": {
-        "current_successes": [0, 1, 0],
-        "current_attempts": [0, 2, 0],
-        "last_successes": [2, 1, 0],
-        "last_attempts": [4, 2, 0],
-        "total_successes": [2, 2, 0],
-        "total_attempts": [4, 4, 0],
-        "decayed_successes": [2.0, 1.8, 0.0],
-        "decayed_attempts": [4.0, 3.6, 0.0],
-        "prior_successes": [0.0, 0.0, 6.0],
-        "prior_attempts": [0.0, 0.0, 8.0],
-        "prior_visits": [0, 0, 0],
-    },
-}
-
-
-STORED_V3 = {
-    "format": "trl_adaptive.PromptStatistics",
-    "version": 3,
-    "config": {
-        "success_threshold": 1.0,
-        "decay": 0.9,
-        "prior_alpha": 1.0,
-        "prior_beta": 16.0,
-        "posterior_half_life": 4.0,
-        "posterior_prior_a": 0.5,
-        "posterior_prior_b": 0.5,
-    },
-    "epoch": 1,
-    "prompt_ids": [7, 9],
-    "fingerprints": ["1f0e5c8a9b2d4e67", ""],
-    "columns": {
-        "current_successes": [0, 0],
-        "current_attempts": [0, 0],
-        "last_successes": [1, 0],
-        "last_attempts": [2, 1],
-        "total_successes": [1, 0],
-        "total_attempts": [2, 1],
-        "decayed_successes": [1.0, 0.0],
-        "decayed_attempts": [2.0, 1.0],
-        "prior_successes": [2.0, 0.0],
-        "prior_attempts": [8.0, 0.0],
-        "prior_visits": [1, 0],
-        "posterior_successes": [0.8408964152537145, 0.0],
-        "posterior_failures": [0.8408964152537145, 0.8408964152537145],
-    },
-}
-
-
-def test_stored_version_1_state_reads_as_a_store_without_priors_or_fingerprints(tmp_path):
-    (tmp_path / "v1.json").write_text(json.dumps(STORED_V1))
-    stats = PromptStatistics.load(tmp_path / "v1.json")
-    b = stats.batch([7, 9])
-    assert b.success_rate.tolist() == [0.75, 0.0] and stats.epoch == 2 and stats.num_with_prior == 0
-    assert b.smoothed_rate.tolist() == [(1 + 1.27) / (17 + 5.6), 1 / 21]
-    assert b.beta_a.tolist() == [5.0, 1.0] and b.beta_b.tolist() == [3.0, 5.0]  # the cumulative counts
-    state = stats.state_dict()
-    assert state["version"] == 4 and state["fingerprints"] == ["", ""]
-    assert state["columns"]["posterior_failures"] == [2.0, 4.0] and state["config"]["posterior_half_life"] is None
-    assert STORED_V1["version"] == 1 and "posterior_failures" not in STORED_V1["columns"]  # the input is untouched
-
-
-def test_stored_version_2_state_reads_with_its_priors_and_the_cumulative_posterior():
-    stats = PromptStatistics(success_threshold=0.5, decay=0.8, posterior_half_life=2.0)
-    stats.load_state_dict(json.loads(json.dumps(STORED_V2)))
-    b = stats.batch([3, 5, 8])
-    assert b.success_rate.tolist() == [0.5, 0.5, 0.75] and b.prior_attempts.tolist() == [0.0, 0.0, 8.0]
-    assert b.beta_a.tolist() == [3.0, 3.0, 7.0] and b.beta_b.tolist() == [3.0, 3.0, 3.0]
-    assert stats.fingerprint_mismatches([3, 8], ["1f0e5c8a9b2d4e67", "b" * 16]).tolist() == [8]
-    stats.update([], [])  # this store's half-life applies from the load on
-    assert stats.batch([3]).beta_a.tolist() == [1 + 2 * 2**-0.5]
-
-
-def test_stored_version_3_state_reads_with_no_length_measured_and_keeps_every_count(tmp_path):
-    (tmp_path / "v3.json").write_text(json.dumps(STORED_V3))
-    stats = PromptStatistics.load(tmp_path / "v3.json", posterior_half_life=4.0, length_decay=0.5)
-    state = stats.state_dict()
-    assert state["version"] == 4 and state["config"] == {**STORED_V3["config"], "length_decay": 0.5}
-    assert state["columns"] == {**STORED_V3["columns"], "length_tokens": [0.0, 0.0], "length_weight": [0.0, 0.0]}
-    assert {k: v for k, v in state.items() if k not in ("version", "config", "columns")} == {
-        k: v for k, v in STORED_V3.items() if k not in ("version", "config", "columns")
-    }
-    assert np.isnan(stats.expected_tokens([7, 9])).all()
-    stats.save(tmp_path / "again.json")
-    assert PromptStatistics.load(tmp_path / "again.json").state_dict() == state  # version 4 round-trips exactly
-    b = stats.batch([7, 9])
-    assert b.beta_a.tolist() == [0.5 + 2.0 + 0.8408964152537145, 0.5]
-    assert b.smoothed_rate.tolist() == [(1 + 1.0 + 0.9 * 2) / (17 + 2.0 + 0.9 * 8), 1 / 18]
-
-
-# ---- the datasets export and import (trl_adaptive/stats/dataset.py) -------------------------------------------------
 def test_to_dataset_columns_and_metadata():
     stats = _full_store()
     ds = stats.to_dataset()

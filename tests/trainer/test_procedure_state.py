@@ -40,17 +40,14 @@ def test_a_user_procedure_holding_two_allocators_resumes_exactly(tiny_model_dir,
     assert resumed.prompt_statistics.state_dict() == full.prompt_statistics.state_dict()
 
 
-def test_a_checkpoint_written_before_the_tree_resumes_exactly(tiny_model_dir, tmp_path):
-    """Format 2 kept CERO's duals under ``allocator.state`` and the innermost procedure's own state (none for pacing)
-    under ``procedure``; rewritten so, checkpoint-3 resumes to the same duals as the uninterrupted run."""
+def test_a_checkpoint_of_a_development_format_is_refused_naming_the_version(tiny_model_dir, tmp_path):
+    """Formats 1 and 2 (CERO's duals under ``allocator.state``, no tree) were never released: refused, not read."""
     config = {"allocator": "cero", "dynamic_sampling": True, "max_rollouts": 6}
-    full = _train(tiny_model_dir, tmp_path / "run", **config)
+    _train(tiny_model_dir, tmp_path / "run", **config)
     path = tmp_path / "run" / "checkpoint-3" / ADAPTIVE_STATE_FILE
     state = json.loads(path.read_text())
     duals = state["procedure"]["children"]["inner"]["children"]["allocator"]["state"]
-    assert duals["steps"] == 3
     state.update(format_version=2, allocator={"name": "cero", "state": duals}, procedure={})
     path.write_text(json.dumps(state))
-    resumed = _train(tiny_model_dir, tmp_path / "run", resume=str(path.parent), **config)
-    assert resumed.procedure.state_dict() == full.procedure.state_dict()
-    assert resumed.prompt_statistics.state_dict() == full.prompt_statistics.state_dict()
+    with pytest.raises(ValueError, match=r"unsupported format_version 2 \(this trl_adaptive reads 3\)"):
+        _train(tiny_model_dir, tmp_path / "run", resume=str(path.parent), **config)

@@ -29,7 +29,7 @@ from .rules import dynamic_sampling_keep, is_success
 from .selection import SettledPromptSkipping, ThompsonPoolSelection
 from .sequential import ReinforceAdaSeqBalance, ReinforceAdaSeqPos, Sequential
 from .source import OfferedPrompts, PromptSource, SourceBatch, SourceContext
-from .state import state_tree, tree_from_separate_states
+from .state import state_tree
 
 __all__ = [
     "BatchContext",
@@ -58,5 +58,4 @@ __all__ = [
     "is_success",
     "pad_round",
     "state_tree",
-    "tree_from_separate_states",
 ]

@@ -36,14 +36,12 @@ def children_of(owner: Any) -> dict[str, Any]:
     return found
 
 
-def state_tree(node: Any, replace: Mapping[int, Mapping[str, Any]] | None = None) -> dict[str, Any]:
-    """The JSON state tree of a procedure or allocator (``replace``: own states to use instead, by ``id(object)``)."""
-    replace = replace or {}
+def state_tree(node: Any) -> dict[str, Any]:
+    """The JSON state tree of a procedure or allocator."""
     if isinstance(node, Allocator):
-        own = replace.get(id(node), node.state_dict())
-        return {"type": type(node).__name__, "state": dict(own)}
-    tree: dict[str, Any] = {"type": type(node).__name__, "state": dict(replace.get(id(node), node.own_state()))}
-    children = {name: state_tree(child, replace) for name, child in children_of(node).items()}
+        return {"type": type(node).__name__, "state": dict(node.state_dict())}
+    tree: dict[str, Any] = {"type": type(node).__name__, "state": dict(node.own_state())}
+    children = {name: state_tree(child) for name, child in children_of(node).items()}
     if children:
         tree["children"] = children
     return tree
@@ -70,23 +68,8 @@ def load_state_tree(node: Any, tree: Mapping[str, Any], where: str = "procedure"
         load_state_tree(child, saved[name], f"{where}.{name}")
 
 
-def tree_from_separate_states(
-    procedure: Any, strategy: Any, strategy_state: Mapping[str, Any], procedure_state: Mapping[str, Any]
-) -> dict[str, Any]:
-    """The tree of a checkpoint written before procedures saved one tree: ``adaptive_state.json`` held the strategy's
-    state (``strategy``: the plan-ahead allocator, or the round procedure itself) and the innermost procedure's own
-    state apart."""
-    innermost = procedure
-    while hasattr(innermost, "inner"):
-        innermost = innermost.inner
-    replace = {id(innermost): procedure_state}
-    if isinstance(strategy, Allocator):
-        replace[id(strategy)] = strategy_state
-    return state_tree(procedure, replace)
-
-
 def _is_node(value: Any) -> bool:
     return isinstance(value, Allocator) or (hasattr(value, "own_state") and hasattr(value, "load_own_state"))
 
 
-__all__ = ["children_of", "load_state_tree", "state_tree", "tree_from_separate_states"]
+__all__ = ["children_of", "load_state_tree", "state_tree"]

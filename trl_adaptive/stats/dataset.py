@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .serialization import COLUMNS, FORMAT_NAME, FORMAT_VERSION, V2_COLUMNS, V3_COLUMNS
+from .serialization import COLUMNS, FORMAT_NAME, FORMAT_VERSION
 from .table import RowTable
 
 if TYPE_CHECKING:  # imported lazily at run time: the store imports without it
@@ -88,14 +88,12 @@ def state_from_dataset(dataset: datasets.Dataset) -> dict[str, Any]:
         )
     if not isinstance(dataset, datasets.Dataset):
         raise TypeError(f"from_dataset takes a datasets.Dataset, got {type(dataset).__name__}.")
-    _check_columns(dataset, (_ID_COLUMN, _FINGERPRINT_COLUMN, *V2_COLUMNS), prior_hint=True)
+    _check_columns(dataset, (_ID_COLUMN, _FINGERPRINT_COLUMN, *COLUMNS), prior_hint=True)
     state = _metadata(dataset)
-    names = {1: V2_COLUMNS, 2: V2_COLUMNS, 3: V3_COLUMNS}.get(state.get("version"), COLUMNS)
-    _check_columns(dataset, names, prior_hint=False)
     table = dataset.with_format("arrow")[:]  # honours an indices mapping (select / shuffle / filter)
     state["prompt_ids"] = table.column(_ID_COLUMN).to_pylist()
     state["fingerprints"] = [f or "" for f in table.column(_FINGERPRINT_COLUMN).to_pylist()]
-    state["columns"] = {name: table.column(name).to_pylist() for name in names}
+    state["columns"] = {name: table.column(name).to_pylist() for name in COLUMNS}
     return state
 
 

@@ -342,11 +342,8 @@ class PromptStatistics:
         return write_state(self.config, self._table, self._parts)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Replace the contents with ``state`` (from :meth:`state_dict`, version 4 or the older versions 1 to 3).
-
-        A version-1 state loads with no priors and no fingerprints; versions 1 and 2 start the posterior from the
-        cumulative counts and keep this store's posterior config; versions 1 to 3 load with no length measured and
-        keep this store's ``length_decay``. Nothing changes when a check fails.
+        """Replace the contents with ``state`` (from :meth:`state_dict`, version 4). Nothing changes when a check
+        fails.
 
         Raises:
             ValueError: when the format or version is unknown, a key or column is missing (named), the saved config
@@ -367,13 +364,12 @@ class PromptStatistics:
 
     @classmethod
     def load(cls, path: str | os.PathLike[str], **expected_config: float | None) -> PromptStatistics:
-        """Read a store written by :meth:`save` (format version 1 to 4); its config comes from the file.
+        """Read a store written by :meth:`save` (format version 4); its config comes from the file.
 
         Args:
             path: the JSON file.
             **expected_config: optional constructor arguments this run is configured with; each given value must
-                equal the saved one, or a ValueError names the field. A version-1 or 2 file has no posterior config:
-                the given values (the constructor's defaults when not given) are used.
+                equal the saved one, or a ValueError names the field.
 
         Raises:
             ValueError: naming ``path``, when the file is truncated or corrupt (not JSON), is not a PromptStatistics

@@ -21,10 +21,10 @@ from typing import Any
 from .._io import read_json, write_json_atomic
 from ..report.run_files import ADAPTIVE_STATE_FILE, TRAINER_STATE_FILE, checkpoint_folders, read_json_or_none
 
-# 2 adds "epochs_closed"; 3 saves the procedure's state as one tree ("procedure"; "allocator" keeps only the
-# strategy's name), where 1 and 2 saved "allocator.state" and the innermost procedure's own state apart. All are read.
+# 3: the procedure's state as one tree ("procedure"; "allocator" keeps only the strategy's name). Formats 1 and 2 were
+# development formats no release wrote (the package is unreleased): refused with the error below, not read.
 STATE_FORMAT_VERSION = 3
-READABLE_STATE_VERSIONS = (1, 2, 3)
+READABLE_STATE_VERSIONS = (3,)
 
 
 def write_state(folder: str, state: dict[str, Any]) -> str:
@@ -46,11 +46,10 @@ def read_state(path: str) -> dict[str, Any]:
             f"{path}: unsupported format_version {version!r} (this trl_adaptive reads "
             f"{', '.join(map(str, READABLE_STATE_VERSIONS))}). {remedy}"
         )
-    tree = state["format_version"] >= 3
-    missing = [key for key in ("allocator", "statistics", *(["procedure"] * tree)) if key not in state]
-    if not missing and not ({"name"} if tree else {"name", "state"}) <= set(state["allocator"]):
-        missing = ["allocator.name" if tree else "allocator.name / allocator.state"]
-    if not missing and tree and not isinstance(state["procedure"], dict):
+    missing = [key for key in ("allocator", "statistics", "procedure", "epochs_closed") if key not in state]
+    if not missing and "name" not in state["allocator"]:
+        missing = ["allocator.name"]
+    if not missing and not isinstance(state["procedure"], dict):
         missing = ["the procedure's state tree"]
     if missing:
         raise ValueError(f"{path} lacks {', '.join(missing)}. {remedy}")

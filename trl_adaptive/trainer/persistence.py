@@ -14,7 +14,6 @@ import warnings
 from typing import TYPE_CHECKING, Any
 
 from ..report.run_files import ADAPTIVE_STATE_FILE, TRAINER_STATE_FILE, checkpoint_folders
-from ..sampling import tree_from_separate_states
 from ..stats import PromptStatistics
 from .checkpoint import is_complete, newest_complete_checkpoint, read_state, write_state
 from .config import STORE_SETTING_FIELDS, AdaptiveGRPOConfig
@@ -73,16 +72,6 @@ def _check_prompt_source_name(state: AdaptiveState, saved: dict[str, Any], path:
         )
 
 
-def procedure_tree(state: AdaptiveState, saved: dict[str, Any]) -> dict[str, Any]:
-    """The procedure's state tree of a parsed ``adaptive_state.json``; a file written before the tree (format 1, 2)
-    held the strategy's state (``allocator.state``) and the innermost procedure's own state apart."""
-    if saved.get("format_version", 1) >= 3:
-        return saved["procedure"]
-    return tree_from_separate_states(
-        state.procedure, state.allocator, saved["allocator"]["state"], saved.get("procedure", {})
-    )
-
-
 def resume_position(
     state: AdaptiveState, args: AdaptiveGRPOConfig, global_step: int, position: tuple[int, int], checkpoint: str | None
 ) -> tuple[int, int]:
@@ -113,7 +102,6 @@ def restorable_state(state: AdaptiveState, path: str, remedy: str = "") -> dict[
     store = PromptStatistics(**state.prompt_statistics.config)
     try:
         store.load_state_dict(saved["statistics"])
-        saved["procedure"] = procedure_tree(state, saved)
         copy.deepcopy(state.procedure).load_state_dict(saved["procedure"])
         copy.deepcopy(state.prompt_source).load_own_state(saved["prompt_source"]["state"])
     except (AttributeError, KeyError, TypeError, ValueError) as error:
@@ -154,7 +142,7 @@ def load_adaptive_state(state: AdaptiveState, path: str) -> None:
     state.procedure.load_state_dict(saved["procedure"])
     state.prompt_source.load_own_state(saved["prompt_source"]["state"])
     state.training_prompts.attach(state.prompt_statistics, path)
-    state.epochs_closed = int(saved.get("epochs_closed", state.prompt_statistics.epoch))
+    state.epochs_closed = int(saved["epochs_closed"])
 
 
 def checkpoint_to_resume(state: AdaptiveState, output_dir: str) -> str:
