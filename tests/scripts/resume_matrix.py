@@ -9,8 +9,9 @@ its success-rate column; checkpoints fall mid-epoch, on an epoch's last step and
 MODE: ``knapsack`` (default), ``dynamic`` (knapsack with DAPO dynamic sampling: prompts drawn within a step),
 ``seq`` (Reinforce-Ada Seq-Balance: sampling in rounds), ``cero`` (CERO with pacing: prompts skipped and
 drawn), ``pilot`` (bayes_knapsack after a pilot round), ``prompt_source`` (knapsack on the batches a stateful
-prompt source composes), ``greso`` (knapsack on GRESO's batches), ... or ``stream`` (knapsack on the prompts as a
-streaming dataset: 3 passes; "column" is then the store's rates, a stream has no column). Each rank writes
+prompt source composes), ``greso`` (knapsack on GRESO's batches), ``mopps`` (knapsack on MoPPS's batches), ... or
+``stream`` (knapsack on the prompts as a streaming dataset: 3 passes; "column" is then the store's rates, a stream
+has no column). Each rank writes
 ``OUT_DIR/rank{process_index}.json``:
 {"full": run, "resumed": {step: run}}, where a run is {"allocations": [[step, prompt ids, counts], ...] from
 ``allocations.jsonl`` (main process only), "statistics": state_dict, "column": [...]}.
@@ -58,6 +59,14 @@ MODES = {
         "max_rollouts": 6,
         "prompt_source": "greso",
         "prompt_source_kwargs": {"max_pool_factor": 2},
+    },
+    # MoPPS's Thompson selection: its draws come from the step's random stream, which a resume must reproduce; the pool
+    # is the whole data (2 x 2 prompts), and the posterior it reads is the store's.
+    "mopps": {
+        "allocator": "knapsack",
+        "max_rollouts": 6,
+        "prompt_source": "mopps",
+        "prompt_source_kwargs": {"pool_factor": 2},
     },
     # The same prompts as a stream (3 passes, max_steps=6): transformers cannot tell a stream's passes apart.
     "stream": {"allocator": "knapsack", "max_rollouts": 6},
