@@ -427,7 +427,9 @@ def test_ratio_from_allocations_matches_logged_metric(runs):
     derived = ratio_from_allocations(run.records)
     logged = [h for h in run.log_history if "allocation/effective_gradient_ratio" in h]
     assert derived["step"] == [h["step"] for h in logged]
-    for name, key in [("effective", "effective_gradient_ratio"), ("all_wrong", "zero_gradient_ratio_all_wrong")]:
+    pairs = [("effective", "effective_gradient_ratio"), ("all_wrong", "zero_gradient_ratio_all_wrong")]
+    pairs.append(("effective_per_generated", "effective_gradient_ratio_per_generated"))
+    for name, key in pairs:
         np.testing.assert_allclose(derived[name], [h[f"allocation/{key}"] for h in logged], atol=1e-6)
     np.testing.assert_allclose(
         derived["all_correct"], [h["allocation/zero_gradient_ratio_all_correct"] for h in logged], atol=1e-6

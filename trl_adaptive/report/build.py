@@ -70,6 +70,7 @@ from .tokens import (
 
 RATIO_KEYS = {
     "effective": "allocation/effective_gradient_ratio",
+    "effective_per_generated": "allocation/effective_gradient_ratio_per_generated",
     "all_correct": "allocation/zero_gradient_ratio_all_correct",
     "all_wrong": "allocation/zero_gradient_ratio_all_wrong",
 }
@@ -244,6 +245,9 @@ def summarize(run: RunData) -> dict[str, Any]:
         effective = np.asarray(series["effective"])
         out["steps"] = int(series["step"][-1])
         out["effective_gradient_ratio_mean"] = float(np.nanmean(effective))
+        per_generated = np.asarray(series["effective_per_generated"], dtype=np.float64)  # NaN: logged before it was
+        known = per_generated[~np.isnan(per_generated)]
+        out["effective_gradient_ratio_per_generated_mean"] = float(known.mean()) if len(known) else None
         out["zero_gradient_all_correct_mean"] = float(np.nanmean(series["all_correct"]))
         out["zero_gradient_all_wrong_mean"] = float(np.nanmean(series["all_wrong"]))
         if run.records:

@@ -20,8 +20,9 @@ def summary_markdown(summaries: list[dict[str, Any]], images: list[str]) -> str:
     lines = ["# Run report", ""]
     lines += [
         "| run | engine | steps | epochs | completions / batch | generation s / batch | eff.-grad. ratio | "
-        "after epoch 1 | zero-grad all-correct | zero-grad all-wrong | max n_i | p=0 prompts converted |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "after epoch 1 | per generated | zero-grad all-correct | zero-grad all-wrong | max n_i | "
+        "p=0 prompts converted |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for s in summaries:
         converted = f"{s['converted_from_p0']} of {s['p0_in_first_epoch']}" if "converted_from_p0" in s else "n/a"
@@ -32,10 +33,13 @@ def summary_markdown(summaries: list[dict[str, Any]], images: list[str]) -> str:
             f"{_fmt(s.get('generation_seconds_per_batch'), 2)} | "
             f"{_fmt(s.get('effective_gradient_ratio_mean'))} | "
             f"{_fmt(s.get('effective_gradient_ratio_after_epoch_1'))} | "
+            f"{_fmt(s.get('effective_gradient_ratio_per_generated_mean'))} | "
             f"{_fmt(s.get('zero_gradient_all_correct_mean'))} | {_fmt(s.get('zero_gradient_all_wrong_mean'))} | "
             f"{s.get('max_count', 'n/a')} | {converted} |"
         )
-    lines += ["", 'Ratios: mean over logged steps (source per run below). "Converted": p = 0 in the first epoch,']
+    lines += ["", "Ratios: mean over logged steps (source per run below); the effective-gradient ratio counts the"]
+    lines += ['completions trained on, "per generated" the same ones over every completion generated (they differ']
+    lines += ['under Seq and dynamic sampling). "Converted": p = 0 in the first epoch,']
     lines += ["p > 0 in the last.", ""]
     lines += _token_table(summaries)
     for s in summaries:

@@ -75,19 +75,28 @@ def counts_by_status(records: list[dict[str, Any]]) -> dict[int, dict[str, tuple
 
 
 def ratio_from_allocations(records: list[dict[str, Any]]) -> dict[str, list[float]]:
-    """Effective-gradient ratio and the zero-gradient split per generation batch, from success counts.
+    """Effective-gradient ratio (over the completions trained on, and over every one generated) and the zero-gradient
+    split per generation batch, from success counts.
 
     A group is mixed when 0 < successes < scored completions: exactly the trainer's non-zero-variance test for 0/1
     rewards (with graded rewards the logged metric is the reference). ``step`` is the first optimizer step that
     trains on the batch (the record's global step + 1).
     """
-    out: dict[str, list[float]] = {"step": [], "effective": [], "all_correct": [], "all_wrong": []}
+    out: dict[str, list[float]] = {
+        "step": [],
+        "effective": [],
+        "effective_per_generated": [],
+        "all_correct": [],
+        "all_wrong": [],
+    }
     for record in records:
         n = np.asarray(record["counts"], dtype=np.float64)
         s, a = np.asarray(record["successes"]), np.asarray(record["attempts"])
         total = n.sum()
         out["step"].append(int(record["step"]) + 1)
         out["effective"].append(float(n[(s > 0) & (s < a)].sum() / total))
+        generated = float(np.sum(record.get("generated", record["counts"])))  # older lines: every one trained
+        out["effective_per_generated"].append(float(n[(s > 0) & (s < a)].sum() / generated))
         out["all_correct"].append(float(n[(n > 0) & (s == n)].sum() / total))
         out["all_wrong"].append(float(n[(n > 0) & (s == 0)].sum() / total))
     return out
