@@ -31,6 +31,7 @@ from trl_adaptive.report import (
     summarize,
     token_series,
     transition_matrix,
+    visit_staleness,
     write_report,
 )
 from trl_adaptive.report.run_files import (
@@ -370,6 +371,22 @@ def _assert_png(path: Path) -> None:
     assert 5_000 < path.stat().st_size < 300_000, (path, path.stat().st_size)  # drawn, and small enough to commit
     height, width = matplotlib.image.imread(path).shape[:2]
     assert 200 < height < 1200 and 300 < width < 2000, (path, width, height)
+
+
+def test_staleness_counts_generation_batches_since_each_prompts_previous_completions():
+    records = [
+        {"prompt_ids": [0, 1], "counts": [2, 2], "generated": [4, 2]},
+        {"prompt_ids": [2, 3], "counts": [4, 0], "generated": [4, 2]},  # 3 generated for, none trained: a visit
+        {"prompt_ids": [0, 3], "counts": [2, 2], "generated": [2, 0]},  # 3 given nothing: not a visit
+        {"prompt_ids": [3, 1], "counts": [2, 2], "generated": [2, 2]},
+    ]
+    assert visit_staleness(records) == {
+        "first_visits": 4,
+        "revisits": 3,  # 0 after 2 batches, 3 after 2, 1 after 3
+        "batches_since_last_visit_mean": 7 / 3,
+        "batches_since_last_visit_max": 3,
+    }
+    assert visit_staleness(records[:1])["batches_since_last_visit_mean"] is None
 
 
 def test_status_tables_bucket_at_the_boundaries():

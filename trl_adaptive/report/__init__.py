@@ -21,6 +21,7 @@ from .build import (
     summary_markdown,
     token_series,
     transition_matrix,
+    visit_staleness,
     write_report,
 )
 
@@ -42,5 +43,6 @@ __all__ = [
     "summary_markdown",
     "token_series",
     "transition_matrix",
+    "visit_staleness",
     "write_report",
 ]

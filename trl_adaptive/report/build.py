@@ -58,6 +58,7 @@ from .tables import (
     ratio_from_allocations,
     status_per_epoch,
     transition_matrix,
+    visit_staleness,
 )
 from .tokens import (
     TOKEN_KEYS,
@@ -263,6 +264,7 @@ def summarize(run: RunData) -> dict[str, Any]:
         out["prompts_per_batch"] = len(run.records[0]["counts"])
         out["prompts"] = len({pid for r in run.records for pid in r["prompt_ids"]})
         out["max_count"] = int(max(c.max() for c in counts.values()))
+        out["staleness"] = visit_staleness(run.records)
         out["counts_by_status"] = {str(e + 1): v for e, v in counts_by_status(run.records).items()}
         out["status_per_epoch"] = {str(e + 1): v for e, v in status_per_epoch(run.records).items()}
         transition = transition_matrix(run.records)
@@ -388,5 +390,6 @@ __all__ = [
     "summary_markdown",
     "token_series",
     "transition_matrix",
+    "visit_staleness",
     "write_report",
 ]

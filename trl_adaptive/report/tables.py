@@ -29,6 +29,34 @@ def epoch_rates(records: list[dict[str, Any]]) -> dict[int, dict[int, float]]:
     return {e: {pid: s / a for pid, (s, a) in rates.items()} for e, rates in sorted(totals.items())}
 
 
+def visit_staleness(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """How stale the prompts a run generated for were: for every prompt draw that got completions (``generated``, or
+    the trained ``counts`` in a log that predates it) and had one before, the generation batches since that prompt's
+    previous one. Records in step order (as ``read_allocation_log`` returns them). The sampler shows about an epoch's
+    batches; a prompt source that keeps choosing the same prompts shows fewer.
+
+    Example:
+        >>> visit_staleness([{"prompt_ids": [0, 1], "counts": [2, 2]}, {"prompt_ids": [0, 2], "counts": [2, 2]},
+        ...                  {"prompt_ids": [1, 2], "counts": [2, 0]}])
+        {'first_visits': 3, 'revisits': 2, 'batches_since_last_visit_mean': 1.5, 'batches_since_last_visit_max': 2}
+    """
+    last: dict[int, int] = {}
+    gaps: list[int] = []
+    for index, record in enumerate(records):
+        generated = record.get("generated", record["counts"])
+        for pid, count in zip(record["prompt_ids"], generated, strict=True):
+            if count > 0:
+                if pid in last:
+                    gaps.append(index - last[pid])
+                last[pid] = index
+    return {
+        "first_visits": len(last),
+        "revisits": len(gaps),
+        "batches_since_last_visit_mean": float(np.mean(gaps)) if gaps else None,
+        "batches_since_last_visit_max": int(max(gaps)) if gaps else None,
+    }
+
+
 def status_per_epoch(records: list[dict[str, Any]]) -> dict[int, dict[str, int]]:
     """Prompts per status (Knapsack RL figure 8) by the success rate they reached in each epoch."""
     return {
