@@ -33,7 +33,7 @@ from datasets import Dataset  # noqa: E402
 from helpers.prompt_sources import LeastPickedPool  # noqa: E402, F401  (registers "test_least_picked")
 from helpers.trainer import build_trainer  # noqa: E402
 
-from trl_adaptive.trainer.allocation_log import ALLOCATION_LOG_FILE, read_allocation_log  # noqa: E402
+from trl_adaptive.report.run_files import ALLOCATION_LOG_FILE, read_allocation_log  # noqa: E402
 
 MODES = {
     "knapsack": {"allocator": "knapsack", "max_rollouts": 6},

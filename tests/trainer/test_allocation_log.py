@@ -5,11 +5,8 @@ import json
 
 import pytest
 
-from trl_adaptive.trainer.allocation_log import (
-    ALLOCATION_LOG_FILE,
-    append_allocation_record,
-    start_allocation_log,
-)
+from trl_adaptive.report.run_files import ALLOCATION_LOG_FILE
+from trl_adaptive.trainer.allocation_log import append_allocation_record, start_allocation_log
 
 
 def _log(folder, steps, torn: bool = False) -> bytes:

@@ -19,7 +19,7 @@ from helpers.trainer import (
     scripted_rounds_trainer,
 )
 
-from trl_adaptive.trainer.allocation_log import ALLOCATION_LOG_FILE, read_allocation_log
+from trl_adaptive.report.run_files import ALLOCATION_LOG_FILE, read_allocation_log
 
 pytestmark = pytest.mark.trainer  # every test here builds a trainer (make test-fast skips them)
 

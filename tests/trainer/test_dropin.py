@@ -18,7 +18,7 @@ from helpers.tiny_model import build_tiny_model
 from helpers.trainer import build_trainer, solved_at_try, tiny_config_kwargs
 
 from trl_adaptive import AdaptiveGRPOConfig, AdaptiveGRPOTrainer
-from trl_adaptive.trainer.allocation_log import ALLOCATION_LOG_FILE, read_allocation_log
+from trl_adaptive.report.run_files import ALLOCATION_LOG_FILE, read_allocation_log
 
 pytestmark = pytest.mark.trainer  # every test here builds a trainer (make test-fast skips them)
 

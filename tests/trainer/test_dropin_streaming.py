@@ -14,8 +14,8 @@ from datasets import Dataset
 from helpers.trainer import build_trainer, solved_at_try
 
 from trl_adaptive import AdaptiveGRPOTrainer
+from trl_adaptive.report.run_files import ALLOCATION_LOG_FILE, read_allocation_log
 from trl_adaptive.stats import stable_prompt_ids
-from trl_adaptive.trainer.allocation_log import ALLOCATION_LOG_FILE, read_allocation_log
 from trl_adaptive.trainer.prompts import derived_prompt_id
 
 pytestmark = pytest.mark.trainer  # every test here builds a trainer (make test-fast skips them)

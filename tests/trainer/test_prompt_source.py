@@ -12,7 +12,7 @@ from helpers.trainer import build_trainer, make_dataset, tiny_config_kwargs
 from trl import TrlParser
 
 from trl_adaptive import AdaptiveGRPOConfig
-from trl_adaptive.report.run_files import ADAPTIVE_STATE_FILE
+from trl_adaptive.report.run_files import ADAPTIVE_STATE_FILE, ALLOCATION_LOG_FILE, read_allocation_log
 from trl_adaptive.sampling.source import OfferedPrompts, PromptSource
 from trl_adaptive.strategies import (
     build_prompt_source,
@@ -20,7 +20,6 @@ from trl_adaptive.strategies import (
     register_prompt_source,
     registered_prompt_sources,
 )
-from trl_adaptive.trainer.allocation_log import ALLOCATION_LOG_FILE, read_allocation_log
 
 # 8 prompts, 2 per generation batch: 4 steps an epoch; a checkpoint at every step, the run ends mid-epoch 2
 RUN = dict(prompt_source="test_least_picked", max_steps=6, save_strategy="steps", save_steps=1, max_rollouts=6)

@@ -25,7 +25,7 @@ from helpers.trainer import (
 
 from trl_adaptive.allocation import CeroAllocator
 from trl_adaptive.allocation.bayes_knapsack import BayesKnapsackAllocator, absorb
-from trl_adaptive.trainer.allocation_log import ALLOCATION_LOG_FILE, read_allocation_log
+from trl_adaptive.report.run_files import ALLOCATION_LOG_FILE, read_allocation_log
 
 pytestmark = pytest.mark.trainer  # every test here builds a trainer (make test-fast skips them)
 

@@ -21,8 +21,8 @@ from helpers.trainer import (
 )
 
 from trl_adaptive import AdaptiveGRPOConfig
+from trl_adaptive.report.run_files import ALLOCATION_LOG_FILE, read_allocation_log
 from trl_adaptive.sampling import BatchRecord, Outcome
-from trl_adaptive.trainer.allocation_log import ALLOCATION_LOG_FILE, read_allocation_log
 from trl_adaptive.trainer.metrics import log_tokens
 
 pytestmark = pytest.mark.trainer  # every test here builds a trainer (make test-fast skips them)

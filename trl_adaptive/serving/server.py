@@ -31,7 +31,6 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from .engine import Completion, HTTPError, SamplingParams, StandInEngine, parse_prompts
-from .engine import echo_completion as echo_completion  # re-exported: importable from here as before
 
 logger = logging.getLogger(__name__)
 

@@ -23,8 +23,7 @@ Each run starts its own log (:func:`start_allocation_log`, called by ``Allocatio
 a fresh run in a folder that already holds one moves it aside to ``allocations.previous-<k>.jsonl`` (so reports never
 read two runs as one); a run resumed from ``checkpoint-N`` keeps the lines of steps before N and archives the whole
 file first, so the log holds one line per generation batch of the run that went on, and nothing is lost. A reader
-still keeps the LAST line written for each step (:func:`trl_adaptive.report.run_files.read_allocation_log`,
-importable from here too).
+still keeps the LAST line written for each step (:func:`trl_adaptive.report.run_files.read_allocation_log`).
 """
 
 from __future__ import annotations
@@ -36,7 +35,7 @@ import shutil
 import warnings
 from typing import Any
 
-from ..report.run_files import ALLOCATION_LOG_FILE, read_allocation_log
+from ..report.run_files import ALLOCATION_LOG_FILE
 
 
 def _jsonable(values: Any) -> list[Any]:
@@ -112,9 +111,4 @@ def _free_archive_path(output_dir: str) -> str:
     return path
 
 
-__all__ = [
-    "ALLOCATION_LOG_FILE",
-    "append_allocation_record",
-    "read_allocation_log",
-    "start_allocation_log",
-]
+__all__ = ["append_allocation_record", "start_allocation_log"]
