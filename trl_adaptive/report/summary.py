@@ -14,6 +14,21 @@ def _fmt(value: Any, digits: int = 3) -> str:
     return f"{value:.{digits}f}" if isinstance(value, float) else str(value)
 
 
+def _staleness_lines(summaries: list[dict[str, Any]]) -> list[str]:
+    """One line per run with revisits: how many generation batches earlier a prompt had last been generated for."""
+    lines = []
+    for s in summaries:
+        stale = s.get("staleness")
+        if stale and stale["revisits"]:
+            lines.append(
+                f"- {s['label']}: a prompt generated for again had last been generated for "
+                f"{stale['batches_since_last_visit_mean']:.1f} generation batches earlier on average (at most "
+                f"{stale['batches_since_last_visit_max']}; {stale['revisits']} revisits, {stale['first_visits']} "
+                "prompts)."
+            )
+    return lines
+
+
 def summary_markdown(summaries: list[dict[str, Any]], images: list[str]) -> str:
     """A short markdown page: one table over the runs, their tokens, completions by status, status counts, notes,
     figures."""
@@ -41,16 +56,7 @@ def summary_markdown(summaries: list[dict[str, Any]], images: list[str]) -> str:
     lines += ['completions trained on, "per generated" the same ones over every completion generated (they differ']
     lines += ['under Seq and dynamic sampling). "Converted": p = 0 in the first epoch,']
     lines += ["p > 0 in the last.", ""]
-    for s in summaries:
-        stale = s.get("staleness")
-        if stale and stale["revisits"]:
-            lines.append(
-                f"- {s['label']}: a prompt generated for again had last been generated for "
-                f"{stale['batches_since_last_visit_mean']:.1f} generation batches earlier on average (at most "
-                f"{stale['batches_since_last_visit_max']}; {stale['revisits']} revisits, {stale['first_visits']} "
-                "prompts)."
-            )
-    lines.append("")
+    lines += [*_staleness_lines(summaries), ""]
     lines += _token_table(summaries)
     for s in summaries:
         if "counts_by_status" not in s:
