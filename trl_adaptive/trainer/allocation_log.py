@@ -81,7 +81,7 @@ def start_allocation_log(output_dir: str, resume_step: int | None) -> str | None
         return archive
     with open(path, "rb") as f:
         lines = f.read().split(b"\n")
-    kept = [line for line in lines if _step_of(line) is not None and _step_of(line) < resume_step]
+    kept = [line for line in lines if (step := _step_of(line)) is not None and step < resume_step]
     if len(kept) == sum(1 for line in lines if line.strip()):
         return None  # every line is of a step before the checkpoint: append to it as it is
     shutil.copyfile(path, archive)
