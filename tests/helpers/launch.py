@@ -71,9 +71,10 @@ def accelerate_launch_command(*script_and_args: str) -> list[str]:
 def launch_two_ranks(script: Path, model_dir: Path, report_dir: Path, *script_args: str) -> list[dict]:
     """Run the script on 2 ranks and return the rank reports, in rank order.
 
-    Retried ONCE, and only when both ranks wrote their report (training finished) but the launcher still failed: gloo
-    occasionally aborts a rank at interpreter exit ("terminate called without an active exception",
-    a known gloo teardown race on CPU). Any failure before the reports exist fails immediately.
+    The scripts end with ``helpers.rank_report.write_report_and_exit``, which leaves before gloo's teardown race
+    (a rank aborted at interpreter exit with "terminate called without an active exception"; CI once lost both
+    attempts of a run to it). Still retried ONCE, and only when both ranks wrote their report (training finished) but
+    the launcher failed; any failure before the reports exist fails immediately.
     """
     for attempt in range(2):
         attempt_dir = report_dir / f"attempt{attempt}"

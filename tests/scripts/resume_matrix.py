@@ -19,7 +19,6 @@ has no column). Each rank writes
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import shutil
@@ -31,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the shar
 from accelerate import PartialState  # noqa: E402
 from datasets import Dataset  # noqa: E402
 from helpers.prompt_sources import LeastPickedPool  # noqa: E402, F401  (registers "test_least_picked")
+from helpers.rank_report import write_report_and_exit  # noqa: E402
 from helpers.trainer import build_trainer  # noqa: E402
 
 from trl_adaptive.report.run_files import ALLOCATION_LOG_FILE, read_allocation_log  # noqa: E402
@@ -139,5 +139,4 @@ def run_matrix(model_dir: str, out_dir: Path, mode: str = "knapsack") -> dict:
 if __name__ == "__main__":
     model_dir, out = sys.argv[1], Path(sys.argv[2])
     result = run_matrix(model_dir, out / "runs", sys.argv[3] if len(sys.argv) > 3 else "knapsack")
-    rank = PartialState().process_index
-    (out / f"rank{rank}.json").write_text(json.dumps(result))
+    write_report_and_exit(out / f"rank{PartialState().process_index}.json", result)

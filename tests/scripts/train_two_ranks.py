@@ -21,8 +21,6 @@ advantages; and, after training, a hash of the flattened parameters, the per-pro
 from __future__ import annotations
 
 import hashlib
-import json
-import os
 import sys
 from pathlib import Path
 
@@ -32,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the shar
 
 from datasets import Dataset  # noqa: E402
 from helpers.allocation import SkewedAllocator  # noqa: E402
+from helpers.rank_report import write_report_and_exit  # noqa: E402
 from helpers.trainer import reward_has_vowel_e, reward_length, tiny_config_kwargs  # noqa: E402
 from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 
@@ -178,16 +177,7 @@ def main() -> None:
         seed=trainer.args.seed,
         streaming=trainer.training_prompts.streaming,
     )
-    report_dir.mkdir(parents=True, exist_ok=True)
-    path = report_dir / f"rank{accelerator.process_index}.json"
-    tmp = path.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps(report, default=float))
-    os.replace(tmp, path)
-
-    # Tear the gloo process group down explicitly: leaving it to interpreter exit occasionally aborts a rank with
-    # "terminate called without an active exception" (a known gloo teardown race on CPU).
-    accelerator.wait_for_everyone()
-    accelerator.end_training()
+    write_report_and_exit(report_dir / f"rank{accelerator.process_index}.json", report)
 
 
 if __name__ == "__main__":
