@@ -174,7 +174,7 @@ def capture_real_run(steps: int, seed: int, output_dir: Path) -> list[Batch]:
     )
     trainer.remove_callback(PrinterCallback)
     batches: list[Batch] = []
-    finish = trainer._finish_batch
+    finish = trainer.batch_driver.finish
 
     def record(output, outcome, dispatched):
         record = outcome.record  # before finish updates the store: the expected tokens the dispatch read
@@ -182,7 +182,7 @@ def capture_real_run(steps: int, seed: int, output_dir: Path) -> list[Batch]:
         batches.append(prompt_major(record.group_ids, record.completion_tokens, expected))
         return finish(output, outcome, dispatched)
 
-    trainer._finish_batch = record
+    trainer.batch_driver.finish = record
     trainer.train()
     return batches
 

@@ -66,14 +66,14 @@ def run_family(model: str, name: str, out: str) -> dict:
         model=model, reward_funcs=reward_has_vowel_e, args=args, train_dataset=make_dataset(16)
     )
     devices = []
-    finish = trainer._finish_batch
+    finish = trainer.batch_driver.finish
 
     def record(output, outcome, dispatched):
         output = finish(output, outcome, dispatched)
         devices.append(str(output["advantages"].device))
         return output
 
-    trainer._finish_batch = record
+    trainer.batch_driver.finish = record
     start = time.perf_counter()
     trainer.train()
     seconds = time.perf_counter() - start

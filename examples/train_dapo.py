@@ -32,7 +32,6 @@ from trl import ModelConfig, TrlParser, get_peft_config, get_quantization_config
 
 from trl_adaptive import AdaptiveGRPOConfig, AdaptiveGRPOTrainer
 from trl_adaptive.hub import load_statistics, push_statistics_to_hub, statistics_dataset
-from trl_adaptive.trainer.model_card import allocation_summary
 
 
 @dataclass
@@ -226,7 +225,7 @@ def main(script_args: DAPOScriptArguments, training_args: AdaptiveGRPOConfig, mo
     if training_args.push_to_hub and script_args.push_statistics:
         statistics_repo_id = script_args.statistics_repo_id or f"{trainer.hub_model_id}-prompt-statistics"
     if trainer.accelerator.is_main_process:
-        summary = allocation_summary(trainer)
+        summary = trainer.allocation_summary()
         trainer.create_model_card(dataset_name=hub_dataset, statistics_repo_id=statistics_repo_id)
         statistics_dataset(trainer).to_parquet(os.path.join(training_args.output_dir, "prompt_statistics.parquet"))
         ratio = summary["metrics"].get("allocation/effective_gradient_ratio", {}).get("mean", float("nan"))

@@ -23,7 +23,6 @@ from trl_adaptive.trainer.model_card import (
     CARD_SECTION_TITLE,
     PAPERS,
     adaptive_card_section,
-    allocation_summary,
     cited_papers,
     extend_model_card,
 )
@@ -106,7 +105,7 @@ def test_model_card_written_twice_has_one_section(trained, tmp_path):
     trained.create_model_card()
     path = Path(trained.args.output_dir) / "README.md"
     once = path.read_text()
-    extend_model_card(path, trained)  # again on the already extended file
+    extend_model_card(path, trained.allocation_summary(), trained.args)  # again on the extended file
     twice = path.read_text()
     assert twice.count(CARD_SECTION_TITLE) == 1
     assert twice.count("@article{li2025knapsackrl,") == 1
@@ -286,7 +285,7 @@ def test_statistics_of_a_plain_store():
 
 @pytest.mark.trainer
 def test_allocation_summary_matches_the_log(trained):
-    summary = allocation_summary(trained)
+    summary = trained.allocation_summary()
     logged = [
         log["allocation/effective_gradient_ratio"] for log in trained.state.log_history if "allocation/budget" in log
     ]

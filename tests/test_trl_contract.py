@@ -4,6 +4,8 @@ transformers moves them, and when the installed versions leave the ranges pyproj
 from __future__ import annotations
 
 import inspect
+import re
+from pathlib import Path
 
 import pytest
 import transformers
@@ -151,8 +153,8 @@ def test_grpo_internals_we_read_still_exist():
     parent = inspect.getsource(GRPOTrainer._generate_and_score_completions)
     assert parent.count("self._generate(prompts)") == 1
     assert parent.count("self._calculate_rewards(") == 1
-    # A round (rounds.run_round) runs the parent up to its _generate call and stops there: nothing before that call
-    # may talk across ranks, or the ranks would part ways; and it merges a rollout_func's extra fields as TRL does.
+    # A round (TrlPort.generate_round) runs the parent up to its _generate call and stops there: nothing before that
+    # call may talk across ranks, or the ranks would part; and it merges a rollout_func's extra fields as TRL does.
     before_generate = parent[: parent.index("self._generate(prompts)")]
     for collective in ("gather", "broadcast", "reduce", "wait_for_everyone", "all_"):
         assert collective not in before_generate, collective
@@ -162,7 +164,7 @@ def test_grpo_internals_we_read_still_exist():
     assert "self._pending_extra_logs[column].extend(values)" in inspect.getsource(GRPOTrainer._log_completion_extra)
     flush = parent.index("self._pending_extra_logs.get(column, [None] * len(prompts))")
     assert parent.index("self._calculate_rewards(") < flush and "self._pending_extra_logs.clear()" in parent[flush:]
-    # generated/* repeat these formulas over every completion generated (completion_logs.log_generated_rewards).
+    # generated/* repeat these formulas over every completion generated (completion_logs.generated_reward_metrics).
     for formula in (
         'self._metrics[mode][f"rewards/{reward_func_name}/mean"].append(mean_rewards)',
         "mean_rewards = torch.nanmean(rewards_per_func[:, i]).item()",
@@ -224,3 +226,19 @@ def test_vllm_generation_internals_the_cpu_paths_use():
     for name in ("session", "base_url"):
         assert f"self.{name} =" in inspect.getsource(vllm_client.VLLMClient.__init__), name
     assert "def close_communicator" in inspect.getsource(vllm_client.VLLMClient)
+
+
+def test_every_trainer_attribute_the_generation_port_reads_is_one_trl_sets():
+    """``trl_port.TrlPort`` is the one adapter to TRL: each ``trainer.<name>`` it reads (besides the trainer's own
+    ``_hook_state``) must be assigned by GRPOTrainer or transformers' Trainer, or a rename in trl fails here first."""
+    from transformers import Trainer
+
+    from trl_adaptive.trainer import trl_port
+
+    source = Path(trl_port.__file__).read_text()
+    names = set(re.findall(r"(?<![.\w])trainer\.(\w+)|self\._trainer\.(\w+)", source))
+    names = {a or b for a, b in names} - {"_hook_state"}
+    assert {"_metrics", "_logs", "_pending_extra_logs", "environment_factories", "reward_weights"} <= names
+    upstream = inspect.getsource(GRPOTrainer) + inspect.getsource(Trainer)
+    missing = [name for name in sorted(names) if not re.search(rf"self\.{name}\s*(:[^=\n]*)?=[^=]", upstream)]
+    assert not missing, f"TRL no longer sets {missing}; trl_adaptive is pinned to trl 1.16"

@@ -61,8 +61,8 @@ def instrument(trainer) -> list[dict]:
     steps: list[dict] = []
     calculate, generate = trainer._calculate_rewards, trainer._generate_and_score_completions
 
-    if hasattr(trainer, "_finish_batch"):
-        finish = trainer._finish_batch
+    if hasattr(trainer, "batch_driver"):
+        finish = trainer.batch_driver.finish
 
         def record_finish(output, outcome, dispatched):
             steps[-1]["prompt_ids"] = outcome.record.prompt_ids.tolist()
@@ -73,7 +73,7 @@ def instrument(trainer) -> list[dict]:
             steps[-1]["expected_tokens"] = expected.tolist()
             return finish(output, outcome, dispatched)
 
-        trainer._finish_batch = record_finish
+        trainer.batch_driver.finish = record_finish
 
     def record_calculate(inputs, prompts, completions, completion_ids_list):
         rewards = calculate(inputs, prompts, completions, completion_ids_list)

@@ -165,18 +165,16 @@ def test_round_extras_are_taken_per_row_and_replayed_for_the_trained_rows_only()
     """A round's log_extra values leave TRL's buffer one dict per row; a column logged with another length than the
     rows scored cannot be placed (empty cells, a warning); the replay gives every column logged in any round, None
     where a completion's round did not log it, for the trained completions in the pass's order."""
-    from types import SimpleNamespace
-
     from trl_adaptive.trainer.completion_logs import replay_extras, take_round_extras
 
-    trainer = SimpleNamespace(_pending_extra_logs=defaultdict(list))
-    trainer._pending_extra_logs["text"].extend(["a", "b"])
-    first = take_round_extras(trainer, 2)
-    assert first == [{"text": "a"}, {"text": "b"}] and not trainer._pending_extra_logs
-    trainer._pending_extra_logs["text"].extend(["c", "d", "e"])
-    trainer._pending_extra_logs["judge"].extend([0.5, 0.25])
+    pending = defaultdict(list)  # TRL's _pending_extra_logs
+    pending["text"].extend(["a", "b"])
+    first = take_round_extras(pending, 2)
+    assert first == [{"text": "a"}, {"text": "b"}] and not pending
+    pending["text"].extend(["c", "d", "e"])
+    pending["judge"].extend([0.5, 0.25])
     with pytest.warns(UserWarning, match=r"log_extra\('text', \.\.\.\) logged 3 values while 2 completions"):
-        second = take_round_extras(trainer, 2)
+        second = take_round_extras(pending, 2)
     assert second == [{"text": None, "judge": 0.5}, {"text": None, "judge": 0.25}]
     replayed = replay_extras(first + second, np.array([3, 0]))
     assert replayed == {"judge": [0.25, None], "text": [None, "a"]}

@@ -5,8 +5,6 @@ evenly. NumPy only."""
 from __future__ import annotations
 
 import itertools
-from collections import defaultdict
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -15,12 +13,13 @@ from hypothesis import strategies as st
 
 from trl_adaptive.stats import stable_prompt_ids
 from trl_adaptive.trainer.dispatch import (
+    BatchDispatch,
     balanced_order,
     dispatch_order,
     expand_counts,
     known_lengths,
-    log_rank_balance,
     max_over_mean,
+    rank_balance_metrics,
     rank_slice,
     rank_tokens,
     shuffled_order,
@@ -228,21 +227,28 @@ def test_max_over_mean_waits_for_each_rounds_slowest_rank():
     assert np.isnan(max_over_mean([np.zeros(2)]))
 
 
-def _trainer(num_processes: int) -> SimpleNamespace:
-    return SimpleNamespace(
-        _metrics={"train": defaultdict(list)}, accelerator=SimpleNamespace(num_processes=num_processes)
+def test_rank_balance_metrics_gives_both_figures_and_leaves_out_unknown_lengths():
+    metrics = rank_balance_metrics(np.array([5.0, 5.0, 1.0, 1.0]), 2, [np.array([30.0, 10.0]), np.array([20.0, 20.0])])
+    assert metrics == {
+        "tokens/rank_max_over_mean_generation": (30 + 20) / (20 + 20),
+        "tokens/rank_max_over_mean_training": 10 / 6,
+    }
+    metrics = rank_balance_metrics(np.array([1.0, 3.0, 1.0, 1.0]), 2)  # one planned pass: generated as trained
+    assert metrics == {"tokens/rank_max_over_mean_generation": 4 / 3, "tokens/rank_max_over_mean_training": 4 / 3}
+    assert (
+        rank_balance_metrics(np.array([np.nan, 1.0]), 2, [np.array([np.nan, 1.0])]) == {}
+    )  # a driver counting nothing
+
+
+def test_batch_dispatch_balances_a_planned_round_by_the_expected_tokens_and_keeps_equal_groups_in_place():
+    lengths = {0: 90.0, 1: 30.0, 2: 30.0}
+    dispatch = BatchDispatch(
+        seed=0, step=3, num_ranks=2, expected_tokens=lambda ids: np.array([lengths[i] for i in ids])
     )
-
-
-def test_log_rank_balance_logs_both_figures_and_skips_unknown_lengths():
-    trainer = _trainer(2)
-    log_rank_balance(trainer, np.array([5.0, 5.0, 1.0, 1.0]), [np.array([30.0, 10.0]), np.array([20.0, 20.0])])
-    metrics = trainer._metrics["train"]
-    assert metrics["tokens/rank_max_over_mean_generation"] == [(30 + 20) / (20 + 20)]
-    assert metrics["tokens/rank_max_over_mean_training"] == [10 / 6]
-    log_rank_balance(trainer, np.array([1.0, 3.0, 1.0, 1.0]))  # one planned pass: generated as trained
-    assert metrics["tokens/rank_max_over_mean_generation"][-1] == metrics["tokens/rank_max_over_mean_training"][-1]
-    assert metrics["tokens/rank_max_over_mean_training"][-1] == 4 / 3
-    log_rank_balance(trainer, np.array([np.nan, 1.0]), [np.array([np.nan, 1.0])])  # a driver that counts nothing
-    assert len(metrics["tokens/rank_max_over_mean_generation"]) == len(metrics["tokens/rank_max_over_mean_training"])
-    assert len(metrics["tokens/rank_max_over_mean_training"]) == 2
+    jobs, record_ids = np.array([0, 0, 0, 0, 1, 1, 2, 2]), np.array([0, 1, 2])
+    order = dispatch.planned_order(jobs, record_ids)
+    assert sorted(order.tolist()) == list(range(8))
+    per_rank = np.array([lengths[i] for i in record_ids[jobs[order]]]).reshape(2, -1).sum(axis=1)
+    assert per_rank.tolist() == [240.0, 240.0]  # the module docstring's example, balanced
+    equal = np.array([0, 0, 1, 1, 2, 2])
+    assert dispatch.planned_order(equal, record_ids).tolist() == list(range(6))  # GRPOTrainer's layout

@@ -46,7 +46,7 @@ class Recorder:
         self.eval_batches = 0
 
         finish, calculate, generate, compute_loss = (
-            trainer._finish_batch,
+            trainer.batch_driver.finish,
             trainer._calculate_rewards,
             trainer._generate_and_score_completions,
             trainer.compute_loss,
@@ -78,7 +78,7 @@ class Recorder:
             self.loss_advantages.append(inputs["advantages"].detach().clone())
             return compute_loss(model, inputs, *args, **kwargs)
 
-        trainer._finish_batch = record_finish
+        trainer.batch_driver.finish = record_finish
         trainer._calculate_rewards = record_calculate
         trainer._generate_and_score_completions = record_generate
         trainer.compute_loss = record_loss

@@ -179,7 +179,7 @@ def test_allocator_weights_scale_the_advantages_under_dynamic_sampling(tiny_mode
     if strategy == "weighted":
         trainer.procedure.inner.allocator = WeightedUniform(max_rollouts=8)
     seen = []
-    finish = trainer._finish_batch
+    finish = trainer.batch_driver.finish
 
     def record(output, outcome, dispatched):
         output = finish(output, outcome, dispatched)
@@ -188,7 +188,7 @@ def test_allocator_weights_scale_the_advantages_under_dynamic_sampling(tiny_mode
         )
         return output
 
-    trainer._finish_batch = record
+    trainer.batch_driver.finish = record
     trainer.train()
     drawn = 0
     for outcome, dispatched, advantages, rewards in seen:

@@ -23,7 +23,7 @@ from helpers.trainer import (
 from trl_adaptive import AdaptiveGRPOConfig
 from trl_adaptive.report.run_files import ALLOCATION_LOG_FILE, read_allocation_log
 from trl_adaptive.sampling import BatchRecord, Outcome
-from trl_adaptive.trainer.metrics import log_tokens
+from trl_adaptive.trainer.metrics import token_metrics
 
 pytestmark = pytest.mark.trainer  # every test here builds a trainer (make test-fast skips them)
 
@@ -160,12 +160,9 @@ def _outcome(tokens: list[float], selected: list[int]) -> Outcome:
 def test_a_step_without_signal_or_without_counts():
     """No group with a reward spread: the tokens bought nothing, NaN per effective completion; no token counts from
     the driver: no tokens/* at all (never a made-up zero)."""
-    metrics: dict[str, list[float]] = defaultdict(list)
-    log_tokens(metrics, _outcome([3, 4, 5, 6], [0, 1, 2]), effective_completions=0.0)
-    assert metrics["tokens/generated"] == [18.0] and metrics["tokens/trained"] == [12.0]
-    assert math.isnan(metrics["tokens/per_effective_completion"][0])
-    log_tokens(metrics, _outcome([3, 4, 5, 6], [0, 1, 2]), effective_completions=2.0)
-    assert metrics["tokens/per_effective_completion"][1] == 9.0
-    unknown: dict[str, list[float]] = defaultdict(list)
-    log_tokens(unknown, _outcome([3, math.nan, 5, 6], [0, 1, 2]), effective_completions=2.0)
-    assert dict(unknown) == {}
+    metrics = token_metrics(_outcome([3, 4, 5, 6], [0, 1, 2]), effective_completions=0.0)
+    assert metrics["tokens/generated"] == 18.0 and metrics["tokens/trained"] == 12.0
+    assert math.isnan(metrics["tokens/per_effective_completion"])
+    metrics = token_metrics(_outcome([3, 4, 5, 6], [0, 1, 2]), effective_completions=2.0)
+    assert metrics["tokens/per_effective_completion"] == 9.0
+    assert token_metrics(_outcome([3, math.nan, 5, 6], [0, 1, 2]), effective_completions=2.0) == {}

@@ -1,8 +1,9 @@
 """The run's adaptive state in one object: what AdaptiveGRPOTrainer keeps beside GRPOTrainer's own state.
 
 The trainer holds one :class:`AdaptiveState` (``trainer.adaptive_state``) and hands it to the modules that read or
-write it (``persistence.py``, ``rounds.py``, ``callback.py``); its public attributes ``prompt_statistics``,
-``procedure``, ``allocator``, ``training_prompts`` and ``statistics_hold_the_run`` are this object's. It holds
+write it (``persistence.py``, ``batch_driver.py``, ``rounds.py``, ``callback.py``); its public attributes
+``prompt_statistics``, ``procedure``, ``allocator``, ``training_prompts`` and ``statistics_hold_the_run`` are this
+object's. It holds
 
 - the training prompts (``prompts.py``: a dataset's, or a stream's, learned as it comes);
 - the sampling procedure (``trl_adaptive.sampling``) and the allocator, the strategy by name;
@@ -26,9 +27,8 @@ from ..report.run_files import FINAL_STATISTICS_FILE
 from ..sampling import Outcome, Procedure
 from ..sampling.source import OfferedPrompts, PromptSource
 from ..stats import PromptStatistics
-from .config import AdaptiveGRPOConfig
+from .config import STORE_SETTING_FIELDS, AdaptiveGRPOConfig
 from .inputs import check_dataset_holds_a_batch, check_procedure_reads_the_data, innermost
-from .persistence import initial_statistics
 from .prompt_source import check_source_reads_the_data, compose_batch
 from .prompts import training_prompts
 
@@ -145,3 +145,20 @@ def checked_training_prompts(train_dataset: Any, args: AdaptiveGRPOConfig) -> An
 def _strategy(procedure: Procedure) -> Allocator | Procedure:
     """The strategy by name: the plan-ahead allocator, or the round procedure that takes its place (Seq)."""
     return procedure.allocator if procedure.allocator is not None else innermost(procedure)
+
+
+def initial_statistics(statistics: PromptStatistics | None, args: AdaptiveGRPOConfig) -> PromptStatistics:
+    """A fresh store with the config's settings, or the one passed in if its settings are the config's."""
+    if statistics is None:
+        return PromptStatistics(**args.statistics_config)
+    mismatched = {k: v for k, v in args.statistics_config.items() if getattr(statistics, k) != v}
+    if mismatched:
+        store = ", ".join(f"{k}={getattr(statistics, k)!r}" for k in mismatched)
+        config = ", ".join(f"{STORE_SETTING_FIELDS[k]}={v!r}" for k, v in mismatched.items())
+        wanted = ", ".join(f"{STORE_SETTING_FIELDS[k]}={getattr(statistics, k)!r}" for k in mismatched)
+        raise ValueError(
+            f"The statistics passed to AdaptiveGRPOTrainer were built with {store}, but the config has {config}: "
+            f"the counts would mean something else. Set {wanted} in the config, or pass a store built with the "
+            "config's settings."
+        )
+    return statistics

@@ -16,22 +16,19 @@ formulas: equal to TRL's figures when every completion is trained.
 from __future__ import annotations
 
 import warnings
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import torch
 from trl.trainer.utils import nanstd
 
-if TYPE_CHECKING:
-    from .trainer import AdaptiveGRPOTrainer
 
-
-def take_round_extras(trainer: AdaptiveGRPOTrainer, size: int) -> list[dict[str, Any]]:
+def take_round_extras(pending: dict[str, list[Any]], size: int) -> list[dict[str, Any]]:
     """The ``log_extra`` values logged while this rank scored a round's ``size`` rows, one dict per row, taken out of
-    TRL's buffer (the training pass would flush them against other rows). A column whose values are not one per row
-    cannot be placed: its cells are left empty (None), with a warning."""
+    TRL's buffer ``pending`` (the training pass would flush them against other rows). A column whose values are not
+    one per row cannot be placed: its cells are left empty (None), with a warning."""
     rows: list[dict[str, Any]] = [{} for _ in range(size)]
-    for column, values in trainer._pending_extra_logs.items():
+    for column, values in pending.items():
         if len(values) != size:
             warnings.warn(
                 f"log_extra({column!r}, ...) logged {len(values)} values while {size} completions were scored; "
@@ -42,7 +39,7 @@ def take_round_extras(trainer: AdaptiveGRPOTrainer, size: int) -> list[dict[str,
             values = [None] * size
         for row, value in zip(rows, values, strict=True):
             row[column] = value
-    trainer._pending_extra_logs.clear()
+    pending.clear()
     return rows
 
 
@@ -54,16 +51,18 @@ def replay_extras(extras: list[dict[str, Any]], completions: np.ndarray) -> dict
     return {column: [extras[i].get(column) for i in completions.tolist()] for column in columns}
 
 
-def log_generated_rewards(trainer: AdaptiveGRPOTrainer, rewards_per_func: torch.Tensor) -> None:
+def generated_reward_metrics(
+    rewards_per_func: torch.Tensor, reward_func_names: list[str], reward_weights: torch.Tensor
+) -> dict[str, float]:
     """``generated/*`` metrics over ``rewards_per_func``: the gathered ``(N, K)`` rewards of every completion generated
     in the step (every process's), with TRL's formulas for ``reward``, ``reward_std`` and ``rewards/<func>/mean``
     (grpo_trainer.py, ``_generate_and_score_completions``)."""
-    metrics = trainer._metrics["train"]
-    rewards_per_func = rewards_per_func.to(trainer.accelerator.device)
-    for i, name in enumerate(trainer.reward_func_names):
-        metrics[f"generated/rewards/{name}/mean"].append(torch.nanmean(rewards_per_func[:, i]).item())
-    weights = trainer.reward_weights.to(rewards_per_func.device).unsqueeze(0)
+    metrics = {}
+    for i, name in enumerate(reward_func_names):
+        metrics[f"generated/rewards/{name}/mean"] = torch.nanmean(rewards_per_func[:, i]).item()
+    weights = reward_weights.to(rewards_per_func.device).unsqueeze(0)
     rewards = (rewards_per_func * weights).nansum(dim=1)
     rewards[torch.isnan(rewards_per_func).all(dim=1)] = torch.nan  # unscorable completions, excluded as TRL does
-    metrics["generated/reward_mean"].append(torch.nanmean(rewards).item())
-    metrics["generated/reward_std"].append(nanstd(rewards).item())
+    metrics["generated/reward_mean"] = torch.nanmean(rewards).item()
+    metrics["generated/reward_std"] = nanstd(rewards).item()
+    return metrics

@@ -1,6 +1,6 @@
 """Expand an allocation into one job per completion and lay the jobs out over the ranks, tokens balanced.
 
-Pure NumPy so it can be tested without a trainer (the functions at the end read a trainer passed to them). The
+Pure NumPy, tested without a trainer; :class:`BatchDispatch` holds what one batch is laid out by. The
 layout, for U = 3 prompts with counts [4, 2, 2] over 2 ranks and expected lengths of [90, 30, 30] tokens:
 
     counts     [4, 2, 2]                          (sum = T = 8 = generation_batch_size)
@@ -21,7 +21,8 @@ completions.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -31,7 +32,6 @@ from .random_streams import DISPATCH, ROUND_DISPATCH, step_seed
 
 if TYPE_CHECKING:
     from ..sampling import BatchRecord
-    from .trainer import AdaptiveGRPOTrainer
 
 #: A swap must narrow the gap between two ranks by more than this share of it (float noise is not a gain).
 _SWAP_TOLERANCE = 1e-9
@@ -184,62 +184,57 @@ def max_over_mean(per_round_rank_tokens: Sequence[np.ndarray]) -> float:
 
 
 # -------------------------------------------------------------------------------------------------------------------
-# The trainer's dispatch: what each layout is balanced by, and how balanced the batch's tokens were
+# One batch's dispatch: what each layout is balanced by, and how balanced the batch's tokens were
 # -------------------------------------------------------------------------------------------------------------------
-def planned_order(trainer: AdaptiveGRPOTrainer, jobs: np.ndarray, record_ids: np.ndarray) -> np.ndarray:
-    """Dispatch order of a planned round (``jobs``: indices into ``record_ids``), by the prompts' expected tokens."""
-    lengths = expected_tokens_of_jobs(trainer, record_ids[jobs])
-    return dispatch_order(jobs, *_seed_and_step(trainer), lengths, trainer.accelerator.num_processes)
+@dataclass(frozen=True)
+class BatchDispatch:
+    """How the jobs of one generation batch are laid out over ``num_ranks`` ranks: shuffles seeded by (``seed``,
+    ``step``), balanced by ``expected_tokens`` (the store's estimate per prompt id, NaN when unknown) before
+    generation and by the completions' actual tokens for the training pass after rounds."""
+
+    seed: int
+    step: int
+    num_ranks: int
+    expected_tokens: Callable[[np.ndarray], np.ndarray]
+
+    def planned_order(self, jobs: np.ndarray, record_ids: np.ndarray) -> np.ndarray:
+        """Dispatch order of a planned round (``jobs``: indices into ``record_ids``), by the prompts' expected
+        tokens."""
+        lengths = self.expected_tokens_of_jobs(record_ids[jobs])
+        return dispatch_order(jobs, self.seed, self.step, lengths, self.num_ranks)
+
+    def round_order(self, job_prompt_ids: np.ndarray, round_index: int) -> np.ndarray:
+        """Dispatch order of round ``round_index`` of a batch generated in rounds, by the prompts' expected tokens."""
+        lengths = self.expected_tokens_of_jobs(job_prompt_ids)
+        return dispatch_order(job_prompt_ids, self.seed, self.step, lengths, self.num_ranks, round_index)
+
+    def replay_dispatch(self, record: BatchRecord, selected: np.ndarray) -> np.ndarray:
+        """The ``selected`` completions (record indices) in the dispatch order of the training pass after rounds:
+        prompt-major as TRL lays groups out, then balanced by their actual tokens."""
+        groups, tokens = record.group_ids, record.completion_tokens
+        selected = selected[np.argsort(groups[selected], kind="stable")]
+        return selected[dispatch_order(groups[selected], self.seed, self.step, tokens[selected], self.num_ranks)]
+
+    def expected_tokens_of_jobs(self, prompt_ids: np.ndarray) -> np.ndarray:
+        """The expected completion tokens of each of ``prompt_ids`` (repeats looked up once; NaN: unknown)."""
+        unique, inverse = np.unique(np.asarray(prompt_ids, dtype=np.int64), return_inverse=True)
+        return self.expected_tokens(unique)[inverse]
 
 
-def round_order(trainer: AdaptiveGRPOTrainer, job_prompt_ids: np.ndarray, round_index: int) -> np.ndarray:
-    """Dispatch order of round ``round_index`` of a batch generated in rounds, by the prompts' expected tokens."""
-    lengths, num_ranks = expected_tokens_of_jobs(trainer, job_prompt_ids), trainer.accelerator.num_processes
-    return dispatch_order(job_prompt_ids, *_seed_and_step(trainer), lengths, num_ranks, round_index)
-
-
-def replay_order(trainer: AdaptiveGRPOTrainer, groups: np.ndarray, tokens: np.ndarray) -> np.ndarray:
-    """Dispatch order of the training pass after rounds (``groups``: prompt-major group key of each selected
-    completion), by the completions' actual ``tokens``."""
-    return dispatch_order(groups, *_seed_and_step(trainer), tokens, trainer.accelerator.num_processes)
-
-
-def replay_dispatch(
-    trainer: AdaptiveGRPOTrainer, record: BatchRecord, selected: np.ndarray, round_rank_tokens: list[np.ndarray]
-) -> np.ndarray:
-    """The ``selected`` completions (record indices) in the dispatch order of the training pass after rounds:
-    prompt-major as TRL lays groups out, then balanced by their actual tokens; logs how balanced the batch's tokens
-    were (``round_rank_tokens``: per round, the tokens each rank generated)."""
-    groups, tokens = record.group_ids, record.completion_tokens
-    selected = selected[np.argsort(groups[selected], kind="stable")]
-    dispatched = selected[replay_order(trainer, groups[selected], tokens[selected])]
-    log_rank_balance(trainer, tokens[dispatched], round_rank_tokens)
-    return dispatched
-
-
-def expected_tokens_of_jobs(trainer: AdaptiveGRPOTrainer, prompt_ids: np.ndarray) -> np.ndarray:
-    """The store's expected completion tokens of each of ``prompt_ids`` (repeats looked up once; NaN: unknown)."""
-    unique, inverse = np.unique(np.asarray(prompt_ids, dtype=np.int64), return_inverse=True)
-    return trainer.prompt_statistics.expected_tokens(unique)[inverse]
-
-
-def log_rank_balance(
-    trainer: AdaptiveGRPOTrainer, training_tokens: np.ndarray, generation: Sequence[np.ndarray] | None = None
-) -> None:
+def rank_balance_metrics(
+    training_tokens: np.ndarray, num_ranks: int, generation: Sequence[np.ndarray] | None = None
+) -> dict[str, float]:
     """``tokens/rank_max_over_mean_training`` (``training_tokens``: per trained completion, in dispatch order) and
     ``tokens/rank_max_over_mean_generation`` (``generation``: per round, the tokens each rank generated; None when
-    the training pass generated them) into TRL's metric stream. Nothing when a length is unknown (NaN)."""
-    metrics = trainer._metrics["train"]
-    training = [rank_tokens(training_tokens, trainer.accelerator.num_processes)]
+    the training pass generated them). A figure is left out when one of its lengths is unknown (NaN)."""
+    metrics = {}
+    training = [rank_tokens(training_tokens, num_ranks)]
     generation = training if generation is None else generation
     if len(generation) and np.isfinite(np.concatenate(generation)).all():
-        metrics["tokens/rank_max_over_mean_generation"].append(max_over_mean(generation))
+        metrics["tokens/rank_max_over_mean_generation"] = max_over_mean(generation)
     if np.isfinite(training_tokens).all():
-        metrics["tokens/rank_max_over_mean_training"].append(max_over_mean(training))
-
-
-def _seed_and_step(trainer: AdaptiveGRPOTrainer) -> tuple[int, int]:
-    return trainer.args.seed, int(trainer.state.global_step)
+        metrics["tokens/rank_max_over_mean_training"] = max_over_mean(training)
+    return metrics
 
 
 def rank_slice(total: int, num_processes: int, process_index: int) -> slice:

@@ -31,8 +31,7 @@ class HookState:
     rewards_per_func: torch.Tensor | None = None  # TRL's gathered (T, K) rewards of the last pass
     completion_tokens: np.ndarray | None = None  # and the (T,) generated tokens of its completions
     replay: Replay | None = None  # for the training pass after rounds
-    capture: list | None = None  # set by rounds.run_round: _generate hands its output over and stops
-    round_rewards: torch.Tensor | None = None  # every completion of this batch's rounds (Seq's baseline)
+    capture: list | None = None  # set by TrlPort.generate_round: _generate hands its output over and stops
     generation_seconds: float = 0.0  # in _generate since the last logged batch
 
     def take_generation_seconds(self) -> float:

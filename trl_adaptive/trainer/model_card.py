@@ -7,7 +7,7 @@ TRL's GRPO citation. ``AdaptiveGRPOTrainer.create_model_card`` calls it; everyth
 
     trainer.train()
     trainer.push_to_hub()                         # model + card
-    allocation_summary(trainer)                   # the card's numbers, as a dict
+    trainer.allocation_summary()                  # the card's numbers, as a dict
 """
 
 from __future__ import annotations
@@ -127,34 +127,41 @@ def allocator_hyperparameters(allocator: Any) -> dict[str, Any]:
     return {k: v for k, v in vars(allocator).items() if not k.startswith("_")}
 
 
-def allocation_summary(trainer: Any) -> dict[str, Any]:
+def allocation_summary(
+    *,
+    allocator: Any,
+    args: Any,
+    statistics: Any,
+    training_prompts: Any,
+    log_history: list[dict],
+    global_step: int,
+) -> dict[str, Any]:
     """Final allocation statistics of a run: budget, last and run-mean of the logged allocation metrics, and the
     prompt-status counts over the whole training set (from the last completed epoch's success rates).
 
-    Reads ``trainer.args``, ``trainer.allocator``, ``trainer.prompt_statistics``, ``trainer.state.log_history`` and
-    ``trainer.train_dataset``; no training state is changed.
+    ``AdaptiveGRPOTrainer.allocation_summary()`` passes its own (``allocator``, ``args``, ``prompt_statistics``,
+    ``training_prompts``, ``state.log_history``, ``state.global_step``); nothing is changed.
     """
-    args = trainer.args
     budget = int(args.generation_batch_size)
-    logged = [log for log in trainer.state.log_history if CARD_METRICS[0][0] in log]
+    logged = [log for log in log_history if CARD_METRICS[0][0] in log]
     metrics = {}
     for key, _ in CARD_METRICS:
         values = [float(log[key]) for log in logged if key in log and math.isfinite(float(log[key]))]
         if values:
             metrics[key] = {"last": values[-1], "mean": float(np.mean(values))}
-    ids = trainer.training_prompts.known_ids(trainer.prompt_statistics)
-    status = prompts_per_status(trainer.prompt_statistics.success_rates(ids))
+    ids = training_prompts.known_ids(statistics)
+    status = prompts_per_status(statistics.success_rates(ids))
     return {
-        "allocator": trainer.allocator.name,
-        "hyperparameters": allocator_hyperparameters(trainer.allocator),
+        "allocator": allocator.name,
+        "hyperparameters": allocator_hyperparameters(allocator),
         "budget": budget,
         "prompts_per_batch": budget // int(args.num_generations),
         "num_generations": int(args.num_generations),
-        "global_step": int(trainer.state.global_step),
+        "global_step": int(global_step),
         "logged_batches": len(logged),
         "metrics": metrics,
         "num_prompts": len(ids),
-        "epochs_closed": int(trainer.prompt_statistics.epoch),
+        "epochs_closed": int(statistics.epoch),
         "prompt_status": status,
     }
 
@@ -284,8 +291,11 @@ def citations_markdown(papers: Iterable[Paper]) -> str:
 # ---------------------------------------------------------------------------------------------------------------------
 # Splicing it into TRL's card
 # ---------------------------------------------------------------------------------------------------------------------
-def extend_model_card(card_path: str | os.PathLike[str], trainer: Any, statistics_repo_id: str | None = None):
-    """Add the adaptive section, tags and citations to the card TRL just wrote at ``card_path``; returns the card.
+def extend_model_card(
+    card_path: str | os.PathLike[str], summary: dict[str, Any], args: Any, statistics_repo_id: str | None = None
+):
+    """Add the adaptive section (from :func:`allocation_summary`'s ``summary``), tags and citations to the card TRL
+    just wrote at ``card_path``; returns the card.
 
     The section goes before TRL's "## Citations" heading, the BibTeX blocks before its "Cite TRL as:" line (both at
     the end of the text when the template lacks them, so nothing is dropped). Written again (every checkpoint), the
@@ -294,15 +304,14 @@ def extend_model_card(card_path: str | os.PathLike[str], trainer: Any, statistic
     from huggingface_hub import ModelCard
 
     card = ModelCard.load(card_path)
-    args = trainer.args
-    section = adaptive_card_section(allocation_summary(trainer), args, statistics_repo_id)
-    papers = cited_papers(trainer.allocator.name, args.loss_type, args.epsilon_high)
+    section = adaptive_card_section(summary, args, statistics_repo_id)
+    papers = cited_papers(summary["allocator"], args.loss_type, args.epsilon_high)
     text = _insert_before(_without_section(card.text), "## Citations", section)
     if papers and papers[0].bibtex.splitlines()[0] not in text:
         text = _insert_before(text, "Cite TRL as:", citations_markdown(papers))
     card.text = text
     tags = list(card.data.tags or [])
-    card.data.tags = tags + [t for t in (*CARD_TAGS, f"allocator-{trainer.allocator.name}") if t not in tags]
+    card.data.tags = tags + [t for t in (*CARD_TAGS, f"allocator-{summary['allocator']}") if t not in tags]
     card.save(card_path)
     return card
 

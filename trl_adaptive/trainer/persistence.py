@@ -22,23 +22,6 @@ if TYPE_CHECKING:
     from .adaptive_state import AdaptiveState
 
 
-def initial_statistics(statistics: PromptStatistics | None, args: AdaptiveGRPOConfig) -> PromptStatistics:
-    """A fresh store with the config's settings, or the one passed in if its settings are the config's."""
-    if statistics is None:
-        return PromptStatistics(**args.statistics_config)
-    mismatched = {k: v for k, v in args.statistics_config.items() if getattr(statistics, k) != v}
-    if mismatched:
-        store = ", ".join(f"{k}={getattr(statistics, k)!r}" for k in mismatched)
-        config = ", ".join(f"{STORE_SETTING_FIELDS[k]}={v!r}" for k, v in mismatched.items())
-        wanted = ", ".join(f"{STORE_SETTING_FIELDS[k]}={getattr(statistics, k)!r}" for k in mismatched)
-        raise ValueError(
-            f"The statistics passed to AdaptiveGRPOTrainer were built with {store}, but the config has {config}: "
-            f"the counts would mean something else. Set {wanted} in the config, or pass a store built with the "
-            "config's settings."
-        )
-    return statistics
-
-
 def save_adaptive_state(state: AdaptiveState, folder: str, global_step: int) -> str:
     """Write statistics, the procedure's state tree and epoch bookkeeping to ``folder/adaptive_state.json``."""
     saved = {

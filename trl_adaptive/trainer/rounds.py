@@ -1,44 +1,36 @@
-"""The trainer's side of a sampling procedure: its context, and one round generated across ranks.
+"""The batch driver's side of a sampling procedure: its context, the prompts' rows, and one round across ranks.
 
 The procedure (``trl_adaptive.sampling``) runs on the main process only; each round it asks for is broadcast (a
 :class:`RoundMessage`, and an :class:`OutcomeMessage` once it finished), every rank generates its share in lockstep
-(one ``/v1/completions`` request in vLLM server mode), and the gathered rewards go back to it. A round runs
-GRPOTrainer's own ``_generate_and_score_completions`` up to its ``_generate`` call (so the per-row set-up TRL does
-there, tool dicts and images, is TRL's), scores what came back with the row's extra fields (a ``rollout_func``'s),
-and stops there: nothing before that call talks across ranks, and no forward pass is spent on completions that may
-not be trained. A round's jobs (one per completion, prompt-major) are laid out over the
-ranks, tokens balanced, when group sizes differ (``dispatch.round_order``) and put back in the procedure's order
-afterwards, so the batch's record, the completions kept for the training pass and the rewards all line up. The
-training pass then replays the chosen completions through GRPOTrainer (``_generate`` / ``_calculate_rewards`` hand
-them back instead of generating again), laid out by their actual tokens (``dispatch.replay_dispatch``).
+through the generation port (``trl_port.TrlPort.generate_round``; one ``/v1/completions`` request in vLLM server
+mode), and the gathered rewards go back to it. A round's jobs (one per completion, prompt-major) are laid out over the
+ranks, tokens balanced, when group sizes differ (``dispatch.BatchDispatch.round_order``) and put back in the
+procedure's order afterwards, so the batch's record, the completions kept for the training pass and the rewards all
+line up. The training pass then replays the chosen completions (:meth:`Generated.replay_pass`), laid out by their
+actual tokens (``dispatch.BatchDispatch.replay_dispatch``). Nothing here reads a trainer.
 """
 
 from __future__ import annotations
 
-import contextlib
 import copy
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
-from accelerate.utils import broadcast_object_list, gather_object
-from trl import GRPOTrainer
 
 from ..sampling import BatchContext, BatchRun, Outcome, Round
-from ..stats import stable_prompt_ids
-from .completion_logs import replay_extras, take_round_extras
-from .dispatch import rank_slice, rank_tokens, round_order
-from .hook_state import HookState, Replay
+from ..stats import PromptStatistics, stable_prompt_ids
+from .completion_logs import replay_extras
+from .dispatch import rank_tokens
+from .hook_state import Replay
 from .prompt_source import procedure_draw
 from .random_streams import PROCEDURE, step_seed
 
 if TYPE_CHECKING:
-    from .trainer import AdaptiveGRPOTrainer
-
-
-class RoundCaptured(Exception):
-    """Raised by the trainer's ``_generate`` once a round's completions are captured (never escapes ``run_round``)."""
+    from .adaptive_state import AdaptiveState
+    from .environment_data import ResetRows
+    from .port import BatchSettings, GenerationPort
 
 
 @dataclass(frozen=True)
@@ -106,38 +98,34 @@ class Generated:
         return Replay(self.replay(dispatched[local]), rewards, extras)
 
 
-def batch_context(trainer: AdaptiveGRPOTrainer, prompt_ids: np.ndarray) -> BatchContext:
+def batch_context(settings: BatchSettings, state: AdaptiveState, prompt_ids: np.ndarray) -> BatchContext:
     """The procedure's view of this step: the store, prompts drawn through the prompt source by (seed, step, call),
     a seeded generator."""
-    seed, step = trainer.args.seed, trainer.state.global_step
-    draw_prompts = procedure_draw(trainer.adaptive_state.prompt_source, trainer.training_prompts, seed, step)
+    seed, step = settings.seed, settings.step
     return BatchContext(
         prompt_ids=prompt_ids,
-        budget=trainer.args.generation_batch_size,
-        group_size=trainer.num_generations,
-        success_threshold=trainer.args.success_threshold,
-        statistics=trainer.prompt_statistics.batch,
-        draw_prompts=draw_prompts,
+        budget=settings.generation_batch_size,
+        group_size=settings.num_generations,
+        success_threshold=settings.success_threshold,
+        statistics=state.prompt_statistics.batch,
+        draw_prompts=procedure_draw(state.prompt_source, state.training_prompts, seed, step),
         rng=np.random.default_rng(step_seed(seed, step, PROCEDURE)),
     )
 
 
-def batch_prompt_rows(trainer: AdaptiveGRPOTrainer, inputs: list[dict[str, Any]]) -> tuple[np.ndarray, list[dict]]:
-    """The store ids and one row per prompt of the global generation batch, in sampler order (TRL repeats each
-    prompt G times in a row)."""
-    rows = gather_object(inputs) if trainer.accelerator.num_processes > 1 else list(inputs)
-    if len(rows) != trainer.args.generation_batch_size:
-        raise RuntimeError(
-            f"Expected {trainer.args.generation_batch_size} rows in the generation batch, got {len(rows)}."
-        )
-    column = trainer.args.prompt_id_column
-    ids = np.array([row[column] for row in rows]).reshape(-1, trainer.num_generations)
+def batch_prompt_rows(rows: list[dict[str, Any]], settings: BatchSettings) -> tuple[np.ndarray, list[dict]]:
+    """The store ids and one row per prompt of the global generation batch (``rows``: every rank's sampler rows, in
+    sampler order; TRL repeats each prompt G times in a row)."""
+    if len(rows) != settings.generation_batch_size:
+        raise RuntimeError(f"Expected {settings.generation_batch_size} rows in the generation batch, got {len(rows)}.")
+    column, group_size = settings.prompt_id_column, settings.num_generations
+    ids = np.array([row[column] for row in rows]).reshape(-1, group_size)
     if not (ids == ids[:, :1]).all():
         raise RuntimeError(
             "TRL's sampler no longer repeats each prompt num_generations times in a row; trl_adaptive is pinned "
             "to trl 1.16's RepeatSampler layout."
         )
-    rows = rows[:: trainer.num_generations]
+    rows = rows[::group_size]
     batch_ids = stable_prompt_ids([row[column] for row in rows], column)
     if len(np.unique(batch_ids)) != len(batch_ids):
         raise ValueError(
@@ -147,101 +135,51 @@ def batch_prompt_rows(trainer: AdaptiveGRPOTrainer, inputs: list[dict[str, Any]]
     return batch_ids, rows
 
 
-def share(trainer: AdaptiveGRPOTrainer, value: Any) -> Any:
-    """``value`` of the main process, on every rank."""
-    if trainer.accelerator.num_processes == 1:
-        return value
-    payload = [value]
-    broadcast_object_list(payload, from_process=0)
-    return payload[0]
-
-
-def add_rows(trainer: AdaptiveGRPOTrainer, rows: dict[int, dict], prompt_ids: np.ndarray) -> None:
+def add_rows(training_prompts: Any, rows: dict[int, dict], prompt_ids: np.ndarray) -> None:
     """Rows of prompts the procedure drew beyond the batch (from the training data)."""
     missing = [i for i in prompt_ids.tolist() if i not in rows]
     if missing:
-        new = trainer.training_prompts.rows(np.asarray(missing, dtype=np.int64))
+        new = training_prompts.rows(np.asarray(missing, dtype=np.int64))
         rows.update(zip(missing, new, strict=True))
 
 
-def local_rows(trainer: AdaptiveGRPOTrainer, rows: dict[int, dict], prompt_ids: np.ndarray) -> list[dict]:
-    """Copies of this rank's rows (the parent mutates them), with the live success rate for reward functions; when
+def local_rows(
+    rows: dict[int, dict],
+    prompt_ids: np.ndarray,
+    store: PromptStatistics,
+    success_rate_column: str,
+    reset_rows: ResetRows | None,
+) -> list[dict]:
+    """Copies of the rows of ``prompt_ids`` (TRL mutates them), with the live success rate for reward functions; when
     environments make the prompts, the rows as GRPOTrainer gives them (reset() and the reward functions get the
     user's columns only, or the placeholder's prompt)."""
-    if trainer.reset_rows is not None:
-        return [trainer.reset_rows.as_trl_sees(rows[prompt_id]) for prompt_id in prompt_ids.tolist()]
-    rates = trainer.prompt_statistics.success_rates(prompt_ids)
+    if reset_rows is not None:
+        return [reset_rows.as_trl_sees(rows[prompt_id]) for prompt_id in prompt_ids.tolist()]
     local = []
-    for prompt_id, rate in zip(prompt_ids.tolist(), rates.tolist(), strict=True):
+    for prompt_id, rate in zip(prompt_ids.tolist(), store.success_rates(prompt_ids).tolist(), strict=True):
         row = copy.copy(rows[prompt_id])
-        row[trainer.args.success_rate_column] = float(rate)
+        row[success_rate_column] = float(rate)
         local.append(row)
     return local
 
 
 def run_round(
-    trainer: AdaptiveGRPOTrainer,
-    hooks: HookState,
-    rows: dict[int, dict],
-    job_prompt_ids: np.ndarray,
-    round_index: int,
-    generated: Generated,
+    port: GenerationPort, order: np.ndarray, rows: list[dict], reward_weights: torch.Tensor, generated: Generated
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Generate and score one completion per job on every rank; append to ``generated`` in job order. The
-    trainer's ``_generate`` hands the round's completions over through ``hooks.capture`` and stops the pass there.
+    """Generate and score one completion per job through ``port``: ``order`` is the round's dispatch order (this
+    rank's block of it is ``rows``); append every rank's samples and rewards to ``generated`` in job order.
 
     Returns the total reward of each job's completion (NaN when unscorable) and its generated tokens, in job order.
     """
-    num_processes = trainer.accelerator.num_processes
-    order = round_order(trainer, job_prompt_ids, round_index)
-    local = rank_slice(len(order), num_processes, trainer.accelerator.process_index)
-    mine = local_rows(trainer, rows, job_prompt_ids[order[local]])
-    hooks.capture = []
-    try:
-        with contextlib.suppress(RoundCaptured):
-            GRPOTrainer._generate_and_score_completions(trainer, mine)
-    finally:
-        captured, hooks.capture = hooks.capture, None
-    if len(captured) != 1:
-        raise RuntimeError("GRPOTrainer._generate_and_score_completions did not call _generate once (trl 1.16 does).")
-    prompts, output = captured[0]
-    prompt_token_ids, completion_ids, tool_mask, completions, logps, extra, images, tool_images = output
-    _merge_extra_fields(mine, extra)
-    rewards = GRPOTrainer._calculate_rewards(trainer, mine, prompts, completions, completion_ids)
-    size = len(mine)
-    extras = take_round_extras(trainer, size)  # log_extra values travel with their completions (completion_logs.py)
-    tool_mask = tool_mask if tool_mask is not None else [None] * size
-    logps = logps if logps is not None else [None] * size
-    images = images if images is not None else [None] * size  # None: the replay pass reads the rows' columns
-    tool_images = tool_images if tool_images else [[] for _ in range(size)]
-    columns = (prompt_token_ids, completion_ids, tool_mask, completions, logps, images, tool_images, extras)
-    local_samples = list(zip(*columns, strict=True))
-    samples = gather_object(local_samples) if num_processes > 1 else local_samples
+    local_samples, rewards = port.generate_round(rows)
+    samples = port.gather(local_samples)
     back = np.argsort(order)  # dispatch position of each job
     generated.samples.extend(samples[i] for i in back)
-    rewards = rewards.detach().cpu()[torch.as_tensor(back)]
+    rewards = rewards[torch.as_tensor(back)]
     generated.rewards_per_func.append(rewards)
     tokens = np.array([len(samples[i][1]) for i in back], dtype=np.float64)
-    generated.rank_tokens.append(rank_tokens(tokens[order], num_processes))
-    return total_rewards(rewards, trainer.reward_weights), tokens
-
-
-def gathered_lengths(trainer: AdaptiveGRPOTrainer, completion_ids: list) -> np.ndarray:
-    """Generated tokens of every rank's completions (this rank's ``completion_ids``), in rank order."""
-    lengths = [len(ids) for ids in completion_ids]
-    if trainer.accelerator.num_processes > 1:
-        lengths = gather_object(lengths)
-    return np.asarray(lengths, dtype=np.float64)
-
-
-def _merge_extra_fields(rows: list[dict], extra_fields: dict) -> None:
-    """A ``rollout_func``'s extra fields onto the rows reward functions read, as GRPOTrainer does before scoring."""
-    for i, row in enumerate(rows):
-        for key, values in extra_fields.items():
-            if isinstance(values, list) and i < len(values):
-                row[key] = values[i]
-            elif not isinstance(values, list):
-                row[key] = values
+    generated.rank_tokens.append(rank_tokens(tokens[order], port.num_processes))
+    return total_rewards(rewards, reward_weights), tokens
 
 
 def total_rewards(rewards_per_func: torch.Tensor, reward_weights: torch.Tensor) -> np.ndarray:

@@ -1,19 +1,12 @@
 """AdaptiveGRPOTrainer: TRL's GRPOTrainer with a per-prompt number of completions chosen by an allocator.
 
-Each override names the TRL 1.16 method it departs from and why; the allocation policy itself lives in
-``trl_adaptive.allocation`` and the per-prompt statistics in ``trl_adaptive.stats``. The data path of one generation
-batch (T = generation_batch_size completions, U = T / num_generations prompts, L = T / num_processes per rank):
-
-    TRL sampler rows (U prompts x G copies, L per rank)
-      -> gather, keep one row per prompt                       (rounds.batch_prompt_rows)
-      -> main process: the prompt source picks the batch's prompts, the procedure asks for rounds (prompt_source.py,
-         trl_adaptive.sampling; broadcast to every rank)
-           one planned round, trained whole: GRPOTrainer generates it in its own pass
-           otherwise each round is generated across ranks (rounds.py), the chosen completions are replayed
-      -> jobs balanced over the ranks by tokens when group sizes differ, L per rank (dispatch.py)
-      -> GRPOTrainer generates / scores one completion per row (num_generations forced to 1)
-      -> segment-wise advantages over variable groups, times the procedure's weights (advantages.py)
-      -> per-prompt statistics updated on every rank with every completion generated (stats/)
+Each override names the TRL 1.16 method it departs from and why; the allocation policy lives in
+``trl_adaptive.allocation``, the sampling procedures in ``trl_adaptive.sampling``, the per-prompt statistics in
+``trl_adaptive.stats``. A training generation batch is run by the trainer-free :class:`~.batch_driver.BatchDriver`
+(its module docstring draws the data path) against TRL through one adapter, ``trl_port.TrlPort``; what stays here are
+the overrides TRL calls: the sampler, the epoch and resume hooks, checkpoints, and ``_generate`` /
+``_calculate_rewards``, which ask for one completion per row, time generation, and hand a round's completions over or
+replay them (``hook_state.py``).
 """
 
 from __future__ import annotations
@@ -22,25 +15,21 @@ import os
 import time
 from typing import Any
 
-import numpy as np
-import torch
 from datasets import Dataset
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from trl import GRPOTrainer
 
 from ..allocation import Allocator
-from ..sampling import BatchRun, Outcome, Procedure
+from ..sampling import Procedure
 from ..serving.vllm_cpu import cpu_vllm_construction, use_reload_for_colocate
 from ..stats import PromptStatistics
 from .adaptive_state import AdaptiveState, checked_training_prompts
-from .advantages import group_advantages
+from .batch_driver import BatchDriver
 from .callback import AllocationLogCallback, SuccessRateCallback
 from .config import AdaptiveGRPOConfig
-from .dispatch import log_rank_balance, planned_order, rank_slice, replay_dispatch
-from .hook_state import HookState, Replay
+from .hook_state import HookState
 from .inputs import build_procedure_from_config, reject_unsupported_features, warn_if_saves_split_generation_batches
-from .metrics import completion_scale, log_allocation, log_rounds, record_allocation
-from .model_card import extend_model_card
+from .model_card import allocation_summary, extend_model_card
 from .persistence import (
     checkpoint_to_resume,
     load_adaptive_state,
@@ -49,23 +38,8 @@ from .persistence import (
     save_adaptive_state,
 )
 from .reward_checks import RewardChecks
-from .rounds import (
-    Generated,
-    OutcomeMessage,
-    RoundCaptured,
-    RoundMessage,
-    add_rows,
-    batch_context,
-    batch_prompt_rows,
-    gathered_lengths,
-    local_rows,
-    next_message,
-    observe_round,
-    run_round,
-    share,
-    total_rewards,
-)
 from .sampler import EpochSeededRepeatSampler
+from .trl_port import RoundCaptured, TrlPort
 
 
 class AdaptiveGRPOTrainer(GRPOTrainer):
@@ -111,7 +85,6 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
                 "AdaptiveGRPOConfig.from_grpo_config(your_grpo_config, allocator=...)."
             )
         train_dataset, reset_rows = reject_unsupported_features(train_dataset, args, positional, kwargs)
-        self.reset_rows = reset_rows  # environments make the prompts: what TRL sees of each row (environment_data.py)
         # The training prompts, the sampling procedure, the statistics and the epoch bookkeeping: adaptive_state.py
         prompts = checked_training_prompts(train_dataset, args)
         train_dataset, size = prompts.dataset, None if prompts.streaming else len(prompts.dataset)
@@ -133,7 +106,9 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
             use_reload_for_colocate(self.vllm_generation)  # TRL's in-place load_weights fails on vLLM-CPU
         self.add_callback(SuccessRateCallback(self.adaptive_state, self.refresh_success_rate_column))
         self.add_callback(AllocationLogCallback())
-        self._reward_checks = RewardChecks(self.scale_rewards)  # warnings, once each, about rewards (reward_checks.py)
+        # Each training batch, trainer-free, against TRL through the port (batch_driver.py, trl_port.py)
+        checks = RewardChecks(self.scale_rewards)  # warnings, once each, about rewards (reward_checks.py)
+        self.batch_driver = BatchDriver(TrlPort(self), self.adaptive_state, reset_rows, checks)
         self.refresh_success_rate_column()
         warn_if_saves_split_generation_batches(args)
 
@@ -262,7 +237,7 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
             return hooks.rewards_per_func
         rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
         hooks.rewards_per_func = rewards_per_func
-        hooks.completion_tokens = gathered_lengths(self, completion_ids_list)  # every rank's, in dispatch order
+        hooks.completion_tokens = TrlPort(self).gathered_lengths(completion_ids_list)  # every rank's, dispatch order
         return rewards_per_func
 
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -279,111 +254,7 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
             self._hook_state.generation_seconds = 0.0  # training's generation/seconds counts training batches only
             return output
 
-        batch_ids, prompt_rows = batch_prompt_rows(self, inputs)
-        self.training_prompts.observe(self.prompt_statistics, batch_ids, prompt_rows)
-        rows = dict(zip(batch_ids.tolist(), prompt_rows, strict=True))
-        run = None
-        if self.accelerator.is_main_process:  # the prompt source composes the batch from the sampler's ids
-            batch_ids, composed = self.adaptive_state.compose_batch(batch_ids, self.args.seed, self.state.global_step)
-            ctx = batch_context(self, batch_ids)
-            run = BatchRun(self.procedure, ctx, round_multiple=self.accelerator.num_processes)
-            run.record.metrics.update(composed)  # prompt_source/* (none for the default source)
-        message = share(self, next_message(run) if run else None)
-        if message.request.final:  # one planned round, trained whole: GRPOTrainer generates it in its own pass
-            output, outcome, dispatched = self._generate_planned(run, rows, message)
-        else:
-            output, outcome, dispatched = self._generate_in_rounds(run, rows, message)
-        return self._finish_batch(output, outcome, dispatched)
-
-    def _generate_planned(self, run: BatchRun | None, rows: dict, message: RoundMessage):
-        """The parent's own generation and scoring of the round's jobs (balanced over ranks when sizes differ)."""
-        jobs, record_ids = message.jobs, message.record_ids
-        add_rows(self, rows, record_ids)  # CERO's pacing may plan prompts it drew beyond the batch
-        hooks = self._hook_state
-        hooks.round_rewards = None  # no rounds: every group's baseline is its trained completions
-        order = planned_order(self, jobs, record_ids)
-        output = self._training_pass(rows, record_ids[jobs[order]], replay=None)
-        log_rank_balance(self, hooks.completion_tokens)  # every rank's, in dispatch order
-        back = np.argsort(order)
-        rewards = total_rewards(hooks.rewards_per_func, self.reward_weights)[back]
-        message = share(self, observe_round(run, jobs, rewards, hooks.completion_tokens[back]) if run else None)
-        if not isinstance(message, OutcomeMessage) or len(message.outcome.selected) != len(jobs):
-            raise AssertionError(f"{type(self.procedure).__name__} asked for a final round but did not train it all.")
-        return output, message.outcome, order
-
-    def _generate_in_rounds(self, run: BatchRun | None, rows: dict, message: RoundMessage | OutcomeMessage):
-        """Every round generated across ranks until the procedure finishes; then the training pass replays the
-        completions it chose, spread over the ranks."""
-        generated, hooks = Generated(), self._hook_state
-        while isinstance(message, RoundMessage):
-            jobs, record_ids = message.jobs, message.record_ids
-            add_rows(self, rows, record_ids)
-            rewards, tokens = run_round(
-                self, hooks, rows, record_ids[jobs], len(generated.rewards_per_func), generated
-            )
-            message = share(self, observe_round(run, jobs, rewards, tokens) if run else None)
-        outcome: Outcome = message.outcome
-        add_rows(self, rows, outcome.record.prompt_ids)
-        dispatched = replay_dispatch(self, outcome.record, outcome.selected, generated.rank_tokens)
-        local = rank_slice(len(dispatched), self.accelerator.num_processes, self.accelerator.process_index)
-        replay = generated.replay_pass(dispatched, local)
-        output = self._training_pass(rows, outcome.record.prompt_ids[outcome.record.group_ids[dispatched]], replay)
-        hooks.round_rewards = generated.all_rewards_per_func
-        return output, outcome, dispatched
-
-    def _training_pass(self, rows: dict, row_prompt_ids: np.ndarray, replay: Replay | None) -> dict[str, Any]:
-        """GRPOTrainer's generate-and-score on this rank's rows (every rank's, in dispatch order), checked."""
-        total = len(row_prompt_ids)
-        local = rank_slice(total, self.accelerator.num_processes, self.accelerator.process_index)
-        hooks = self._hook_state
-        hooks.rewards_per_func, hooks.replay = None, replay
-        # Replaying rounds already generated and scored: environments must not be drawn and reset() again.
-        environments = self.environment_factories, self.environments
-        if replay is not None:
-            self.environment_factories = self.environments = None
-        try:
-            output = super()._generate_and_score_completions(local_rows(self, rows, row_prompt_ids[local]))
-        finally:
-            hooks.replay = None
-            self.environment_factories, self.environments = environments
-        hooks.check_rewards(total, len(self.reward_funcs))
-        return output
-
-    def _finish_batch(self, output: dict[str, Any], outcome: Outcome, dispatched: np.ndarray) -> dict[str, Any]:
-        """Advantages over the real groups, scaled by the procedure's weights; statistics; state; logs."""
-        record, hooks = outcome.record, self._hook_state
-        rewards_per_func = hooks.rewards_per_func
-        group_ids = record.group_ids[dispatched]
-        device = rewards_per_func.device
-        reference = None
-        if outcome.baseline_from_all:  # Seq: each baseline from every completion drawn
-            reference = (hooks.round_rewards.to(rewards_per_func), torch.as_tensor(record.group_ids, device=device))
-        result = group_advantages(
-            rewards_per_func,
-            self.reward_weights,
-            torch.as_tensor(group_ids, device=device),
-            len(record.prompt_ids),
-            self.scale_rewards,
-            self.multi_objective_aggregation,
-            reference=reference,
-        )
-        counts = outcome.trained_counts
-        scale = completion_scale(counts, record.weights, group_ids, self.args.equal_prompt_weighting)
-        advantages = result.advantages * scale.to(result.advantages)
-        local = rank_slice(len(group_ids), self.accelerator.num_processes, self.accelerator.process_index)
-        output["advantages"] = advantages[local]
-
-        rewards = result.rewards.cpu().numpy().astype(np.float64)
-        record_allocation(self, outcome, group_ids, rewards)  # the store's length estimates before this step's update
-        self.prompt_statistics.update(record.prompt_ids[record.group_ids], record.rewards, record.completion_tokens)
-        if self.accelerator.is_main_process:
-            self.adaptive_state.end_step(outcome, self.args.success_threshold)  # procedure's and source's state
-            self._reward_checks.observe(record.rewards, record.prompt_ids[record.group_ids], self.prompt_statistics)
-        filled = record.metrics.get("dynamic_sampling/filled", 0)
-        self._reward_checks.dynamic_fill(filled, len(outcome.selected), self.args.dynamic_sampling_max_rounds)
-        log_rounds(self, outcome, rewards_per_func if hooks.round_rewards is None else hooks.round_rewards)
-        log_allocation(self, outcome, group_ids, rewards, result, advantages, hooks.take_generation_seconds())
-        return output
+        return self.batch_driver.run(inputs)
 
     def _generate(self, prompts):
         """Unchanged, except in the training pass after rounds: hand back the completions the rounds chose. Timed:
@@ -394,7 +265,7 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
         start = time.perf_counter()
         output = super()._generate(prompts)
         hooks.generation_seconds += time.perf_counter() - start
-        if hooks.capture is not None:  # a round of a procedure: rounds.run_round scores it and stops the pass here
+        if hooks.capture is not None:  # a round: TrlPort.generate_round scores it and stops the pass here
             hooks.capture.append((prompts, output))
             raise RoundCaptured
         return output
@@ -447,4 +318,17 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
             model_name = (self.args.hub_model_id or self.args.output_dir).rstrip("/").split("/")[-1]
         super().create_model_card(model_name=model_name, dataset_name=dataset_name, tags=tags)
         if self.is_world_process_zero():
-            extend_model_card(os.path.join(self.args.output_dir, "README.md"), self, statistics_repo_id)
+            card_path = os.path.join(self.args.output_dir, "README.md")
+            extend_model_card(card_path, self.allocation_summary(), self.args, statistics_repo_id)
+
+    def allocation_summary(self) -> dict[str, Any]:
+        """The model card's numbers as a dict: allocator and hyperparameters, budget, last and run-mean of the logged
+        allocation metrics, prompt-status counts (``model_card.allocation_summary``)."""
+        return allocation_summary(
+            allocator=self.allocator,
+            args=self.args,
+            statistics=self.prompt_statistics,
+            training_prompts=self.training_prompts,
+            log_history=self.state.log_history,
+            global_step=self.state.global_step,
+        )
