@@ -94,7 +94,10 @@ def run_all(methods: list[str], seeds: list[int], settings: RunSettings, model_p
                 records.append(found)
                 continue
             start = time.perf_counter()
-            record = {**run(method, seed, settings, model_path, str(out / "trainer")), "settings": asdict(settings)}
+            trainer_dir = str(
+                out / "trainer" / f"{method}-seed{seed}"
+            )  # its own: a run's allocations.jsonl is its own
+            record = {**run(method, seed, settings, model_path, trainer_dir), "settings": asdict(settings)}
             record["wall_seconds"] = time.perf_counter() - start
             temporary = path.with_suffix(".tmp")
             temporary.write_text(json.dumps(record))

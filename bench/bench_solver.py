@@ -35,6 +35,7 @@ from trl_adaptive.allocation import (
     BayesKnapsackAllocator,
     KnapsackAllocator,
     PromptBatchStats,
+    TokenBudgeted,
     absorb,
     expected_value_table,
     knapsack_objective,
@@ -243,7 +244,7 @@ def token_budget_table(args: Args, rng: np.random.Generator) -> None:
             plain = cls(min_rollouts=n_low, max_rollouts=n_up)
             plain_ms, allocation = timed(lambda: plain.allocate(stats, budget), args.repeats)  # noqa: B023
             limit = 0.8 * float(allocation.counts @ lengths)
-            capped = cls(min_rollouts=n_low, max_rollouts=n_up, token_budget=limit)
+            capped = TokenBudgeted(cls(min_rollouts=n_low, max_rollouts=n_up), limit)
             capped_ms, result = timed(lambda: capped.allocate(stats, budget), args.repeats)  # noqa: B023
             if name == "knapsack":
                 table = value_table(rates, n_up)

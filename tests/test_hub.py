@@ -295,3 +295,4 @@ def test_allocation_summary_matches_the_log(trained):
     }
     assert (summary["budget"], summary["prompts_per_batch"], summary["global_step"]) == (8, 2, 8)
     assert summary["hyperparameters"]["max_rollouts"] == 6
+    assert summary["hyperparameters"]["token_budget"] == "uniform"  # the wrapper's, beside the allocator's own

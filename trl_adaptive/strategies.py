@@ -33,6 +33,7 @@ from .allocation import (
     ReinforceAdaEstAllocator,
     UniformAllocator,
 )
+from .allocation.token_budgeted import with_token_budget
 from .sampling import (
     DynamicSampling,
     Pilot,
@@ -59,6 +60,9 @@ class Strategy:
         procedure_parameters: the ``allocator_kwargs`` that go to ``procedure`` rather than the allocator (CERO's
             ``pacing``, ``max_draw_rounds``).
         papers: keys of the papers it implements (``trainer.model_card.PAPERS``); empty for none (uniform is GRPO).
+        token_budget: whether it takes a ``token_budget`` argument: its allocator (a
+            :class:`~trl_adaptive.allocation.token_budgeted.BudgetableAllocator`) is then built inside
+            :class:`~trl_adaptive.allocation.token_budgeted.TokenBudgeted` (None: no budget).
     """
 
     name: str
@@ -66,6 +70,7 @@ class Strategy:
     procedure: Callable[..., Procedure] | None = None
     procedure_parameters: tuple[str, ...] = ()
     papers: tuple[str, ...] = ()
+    token_budget: bool = False
 
     def __post_init__(self) -> None:
         if self.allocator is None and not (isinstance(self.procedure, type) and issubclass(self.procedure, Procedure)):
@@ -86,7 +91,8 @@ class Strategy:
             return [f.name for f in dataclasses.fields(self.procedure) if f.init]
         signature = inspect.signature(self.allocator)
         kinds = (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-        return [p.name for p in signature.parameters.values() if p.kind in kinds] + list(self.procedure_parameters)
+        own = [p.name for p in signature.parameters.values() if p.kind in kinds]
+        return own + (["token_budget"] if self.token_budget else []) + list(self.procedure_parameters)
 
     @property
     def reads(self) -> tuple[str, ...]:
@@ -115,7 +121,8 @@ class Strategy:
         for name in self.procedure_parameters:
             if name in kwargs:
                 raise ValueError(f"{name} is an argument of the procedure of {self.name!r}, not of its allocator.")
-        return self.allocator(**kwargs)
+        token_budget = kwargs.pop("token_budget", None)
+        return with_token_budget(self.allocator(**kwargs), token_budget)
 
     def procedure_for(self, allocator: Allocator, **procedure_kwargs: Any) -> Procedure:
         """The procedure ``allocator`` (one of this strategy's) samples with by default."""
@@ -127,7 +134,7 @@ class Strategy:
         if self.allocator is None:
             return self.procedure(**kwargs)
         extra = {k: kwargs.pop(k) for k in self.procedure_parameters if k in kwargs}
-        return self.procedure_for(self.allocator(**kwargs), **extra)
+        return self.procedure_for(self.new_allocator(**kwargs), **extra)
 
 
 _STRATEGIES: dict[str, Strategy] = {}
@@ -147,12 +154,15 @@ def register_strategy(entry: Strategy) -> Strategy:
 
 def register_allocator(cls: type[Allocator] | None = None, *, papers: tuple[str, ...] = (), procedure=None):
     """Class decorator: register an :class:`Allocator` subclass under its ``name`` (planned ahead unless
-    ``procedure`` says otherwise); ``@register_allocator`` or ``@register_allocator(papers=(...))``."""
+    ``procedure`` says otherwise); ``@register_allocator`` or ``@register_allocator(papers=(...))``. An allocator
+    with ``budget_positions`` and ``budget_gains`` (a ``BudgetableAllocator``) takes a token budget."""
 
     def register(allocator: type[Allocator]) -> type[Allocator]:
         if not getattr(allocator, "name", ""):
             raise ValueError(f"{allocator.__name__} must set a class attribute `name` to be registered.")
-        register_strategy(Strategy(allocator.name, allocator=allocator, procedure=procedure, papers=papers))
+        budgetable = all(hasattr(allocator, m) for m in ("budget_positions", "budget_gains"))
+        entry = Strategy(allocator.name, allocator, procedure, papers=papers, token_budget=budgetable)
+        register_strategy(entry)
         return allocator
 
     return register if cls is None else register(cls)
@@ -295,9 +305,9 @@ for _source in (OfferedPrompts, ThompsonPoolSelection, SettledPromptSkipping):
 # -- the built-in strategies ----------------------------------------------------------------------------------------
 for _entry in (
     Strategy("uniform", allocator=UniformAllocator),
-    Strategy("knapsack", allocator=KnapsackAllocator, papers=("knapsack_rl",)),
+    Strategy("knapsack", allocator=KnapsackAllocator, papers=("knapsack_rl",), token_budget=True),
     # Knapsack RL's objective in expectation under a posterior (this package's; docs/allocators.md)
-    Strategy("bayes_knapsack", allocator=BayesKnapsackAllocator, papers=("knapsack_rl",)),
+    Strategy("bayes_knapsack", allocator=BayesKnapsackAllocator, papers=("knapsack_rl",), token_budget=True),
     Strategy("reinforce_ada_est", allocator=ReinforceAdaEstAllocator, papers=("reinforce_ada",)),
     Strategy(
         "cero",

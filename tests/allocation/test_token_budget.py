@@ -6,9 +6,10 @@ import itertools
 import numpy as np
 import pytest
 
-from trl_adaptive.allocation import BayesKnapsackAllocator, KnapsackAllocator, PromptBatchStats
+from trl_adaptive.allocation import BayesKnapsackAllocator, KnapsackAllocator, PromptBatchStats, UniformAllocator
 from trl_adaptive.allocation.knapsack import tiered_gains
 from trl_adaptive.allocation.token_budget import rounding_slack, solve_token_budget, within_token_budget
+from trl_adaptive.allocation.token_budgeted import TokenBudgeted, with_token_budget
 from trl_adaptive.allocation.value import marginal_gains
 
 
@@ -72,16 +73,16 @@ def test_allocators_keep_their_counts_without_a_binding_budget_and_fit_a_binding
     stats, budget = _stats(rates, lengths), 24 * 8
     plain = cls().allocate(stats, budget)
     tokens = float(plain.counts @ lengths)
-    loose = cls(token_budget=tokens * 1.01).allocate(stats, budget)
+    loose = TokenBudgeted(cls(), tokens * 1.01).allocate(stats, budget)
     np.testing.assert_array_equal(loose.counts, plain.counts)
     assert loose.metrics["tokens_expected"] == pytest.approx(tokens) and loose.metrics["token_price"] == 0.0
-    tight = cls(token_budget=tokens * 0.7).allocate(stats, budget)
+    tight = TokenBudgeted(cls(), tokens * 0.7).allocate(stats, budget)
     assert tight.counts.sum() == budget and tight.counts.min() >= 2
     assert float(tight.counts @ lengths) <= tokens * 0.7 + 1e-6
     assert tight.metrics["token_price"] > 0 and tight.metrics["token_budget_infeasible"] == 0.0
     unseen = np.isnan(rates) if cls is KnapsackAllocator else np.zeros(24, dtype=bool)
     np.testing.assert_array_equal(tight.counts[unseen], plain.counts[unseen])  # nothing known: the uniform share
-    unknown = cls(token_budget=1.0).allocate(dataclasses.replace(stats, expected_tokens=None), budget)
+    unknown = TokenBudgeted(cls(), 1.0).allocate(dataclasses.replace(stats, expected_tokens=None), budget)
     np.testing.assert_array_equal(unknown.counts, plain.counts)  # no length measured yet: nothing to plan on
     assert "tokens_expected" not in unknown.metrics
 
@@ -101,7 +102,7 @@ def test_the_pilots_second_round_counts_the_first_rounds_tokens():
     already = np.array([2, 2, 2, 2])
     plain = BayesKnapsackAllocator().allocate_remaining(stats, 24, already)
     tokens = float((already + plain.counts) @ stats.expected_tokens)
-    capped = BayesKnapsackAllocator(token_budget=0.6 * tokens).allocate_remaining(stats, 24, already)
+    capped = TokenBudgeted(BayesKnapsackAllocator(), 0.6 * tokens).allocate_remaining(stats, 24, already)
     assert capped.counts.sum() == 24 and capped.counts.min() >= 0
     assert float((already + capped.counts) @ stats.expected_tokens) <= 0.6 * tokens + 1e-6
 
@@ -109,7 +110,24 @@ def test_the_pilots_second_round_counts_the_first_rounds_tokens():
 @pytest.mark.parametrize("bad", [0, -5.0, float("nan"), float("inf"), "many"])
 def test_a_token_budget_that_is_no_number_of_tokens_is_refused_naming_it(bad):
     with pytest.raises(ValueError, match="token_budget"):
-        KnapsackAllocator(token_budget=bad)
+        TokenBudgeted(KnapsackAllocator(), bad)
+
+
+def test_the_budget_wraps_an_allocator_that_can_be_re_solved_once_and_keeps_its_name_bounds_and_pilot():
+    with pytest.raises(TypeError, match="budget_positions and budget_gains"):
+        TokenBudgeted(UniformAllocator(), 100.0)
+    budgeted = TokenBudgeted(BayesKnapsackAllocator(min_rollouts=3, max_rollouts=9), "uniform")
+    with pytest.raises(ValueError, match="wrap the allocator once"):
+        TokenBudgeted(budgeted, 100.0)
+    assert (budgeted.name, budgeted.reads, budgeted.min_rollouts, budgeted.max_rollouts) == (
+        "bayes_knapsack",
+        BayesKnapsackAllocator.reads,
+        3,
+        9,
+    )
+    assert all(hasattr(budgeted, m) for m in ("absorb", "allocate_remaining", "check_pilot"))  # a pilot can run it
+    assert not hasattr(TokenBudgeted(KnapsackAllocator(), 100.0), "allocate_remaining")  # and refuses knapsack
+    assert with_token_budget(KnapsackAllocator(), None) == KnapsackAllocator()
 
 
 @pytest.mark.parametrize("cls", [KnapsackAllocator, BayesKnapsackAllocator])
@@ -117,12 +135,12 @@ def test_a_uniform_token_budget_expects_what_the_uniform_split_of_the_batch_expe
     rng = np.random.default_rng(5)
     rates = rng.choice([0.0, 0.1, 0.5, 0.9, 1.0], 16)
     lengths = np.where(rates < 0.3, 300.0, 100.0) * rng.uniform(0.8, 1.2, 16)
-    allocation = cls(token_budget="uniform").allocate(_stats(rates, lengths), 16 * 8)
+    allocation = TokenBudgeted(cls(), "uniform").allocate(_stats(rates, lengths), 16 * 8)
     uniform_tokens = 16 * 8 * lengths.mean()
     assert allocation.metrics["token_budget"] == pytest.approx(uniform_tokens)
     assert float(allocation.counts @ lengths) <= uniform_tokens + rounding_slack(uniform_tokens)
     assert cls().allocate(_stats(rates, lengths), 16 * 8).counts @ lengths > uniform_tokens  # it binds here
-    fresh = cls(token_budget="uniform").allocate(
+    fresh = TokenBudgeted(cls(), "uniform").allocate(
         dataclasses.replace(_stats(rates, lengths), expected_tokens=None), 128
     )
     assert "token_budget" not in fresh.metrics  # nothing measured: no number yet

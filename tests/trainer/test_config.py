@@ -263,7 +263,7 @@ def test_the_trainer_builds_its_store_with_the_est_settings(tiny_model_dir, tmp_
 @pytest.mark.trainer
 def test_the_default_allocator_is_the_learning_benchmarks_best(tiny_model_dir, tmp_path):
     """bayes_knapsack, chosen by docs/benchmarks.md#accuracy-per-token (build_trainer keeps knapsack for the suite)."""
-    from trl_adaptive.allocation import BayesKnapsackAllocator
+    from trl_adaptive.allocation import BayesKnapsackAllocator, TokenBudgeted
 
     assert AdaptiveGRPOConfig(output_dir=str(tmp_path)).allocator == "bayes_knapsack"
     defaults = tiny_config_kwargs(str(tmp_path))
@@ -273,7 +273,15 @@ def test_the_default_allocator_is_the_learning_benchmarks_best(tiny_model_dir, t
         args=AdaptiveGRPOConfig(**defaults),
         train_dataset=make_dataset(),
     )
-    assert isinstance(trainer.allocator, BayesKnapsackAllocator)
+    assert isinstance(trainer.allocator, TokenBudgeted) and trainer.allocator.token_budget == "uniform"  # "auto"
+    assert (
+        isinstance(trainer.allocator.allocator, BayesKnapsackAllocator) and trainer.allocator.name == "bayes_knapsack"
+    )
+
+
+def _budget_of(allocator) -> float | str | None:
+    """The token budget an allocator was built under (a TokenBudgeted wrapper's), None for a bare allocator."""
+    return getattr(allocator, "token_budget", None)
 
 
 @pytest.mark.parametrize("pilot", [0, 2])
@@ -282,11 +290,9 @@ def test_the_token_budget_reaches_the_allocator_and_the_length_decay_the_store(t
     kwargs = tiny_config_kwargs(str(tmp_path)) | {"allocator": allocator, "pilot_rollouts": pilot}
     args = AdaptiveGRPOConfig(**kwargs, generation_token_budget=640.0, length_decay=0.5)
     procedure = args.build_procedure()
-    assert procedure.allocator.token_budget == 640.0 and type(procedure).__name__ == (
-        "Pilot" if pilot else "PlanAhead"
-    )
+    assert _budget_of(procedure.allocator) == 640.0 and type(procedure).__name__ == ("Pilot" if pilot else "PlanAhead")
     assert args.statistics_config["length_decay"] == 0.5
-    assert AdaptiveGRPOConfig(**kwargs, generation_token_budget=None).build_procedure().allocator.token_budget is None
+    assert _budget_of(AdaptiveGRPOConfig(**kwargs, generation_token_budget=None).build_procedure().allocator) is None
 
 
 @pytest.mark.parametrize(
@@ -302,14 +308,13 @@ def test_the_token_budget_reaches_the_allocator_and_the_length_decay_the_store(t
 def test_the_default_token_budget_is_uniform_tokens_where_the_allocator_honours_one(tmp_path, allocator, resolved):
     args = AdaptiveGRPOConfig(**tiny_config_kwargs(str(tmp_path)), allocator=allocator)
     assert args.generation_token_budget == "auto" and args.token_budget == resolved
-    built = args.build_procedure().allocator
-    assert getattr(built, "token_budget", None) == resolved
+    assert _budget_of(args.build_procedure().allocator) == resolved
 
 
 def test_an_explicit_token_budget_wins_over_auto(tmp_path):
     kwargs = tiny_config_kwargs(str(tmp_path)) | {"allocator": "knapsack"}
     assert (
-        AdaptiveGRPOConfig(**kwargs, allocator_kwargs={"token_budget": None}).build_procedure().allocator.token_budget
+        _budget_of(AdaptiveGRPOConfig(**kwargs, allocator_kwargs={"token_budget": None}).build_procedure().allocator)
         is None
     )
     assert AdaptiveGRPOConfig(**kwargs, allocator_kwargs={"token_budget": 900.0}).token_budget == 900.0
@@ -320,10 +325,10 @@ def test_the_token_budget_parses_from_the_command_line_as_a_number_or_uniform(tm
     parser = TrlParser(AdaptiveGRPOConfig)
     common = ["--output_dir", str(tmp_path), "--use_cpu", "true", "--allocator", "knapsack"]
     (args,) = parser.parse_args_into_dataclasses([*common, "--generation_token_budget", "2048.5"])
-    assert args.generation_token_budget == 2048.5 and args.build_procedure().allocator.token_budget == 2048.5
+    assert args.generation_token_budget == 2048.5 and _budget_of(args.build_procedure().allocator) == 2048.5
     (args,) = parser.parse_args_into_dataclasses([*common, "--generation_token_budget", "uniform"])
-    assert args.build_procedure().allocator.token_budget == "uniform"
+    assert _budget_of(args.build_procedure().allocator) == "uniform"
     (args,) = parser.parse_args_into_dataclasses([*common, "--generation_token_budget", "none"])
-    assert args.generation_token_budget is None and args.build_procedure().allocator.token_budget is None
+    assert args.generation_token_budget is None and _budget_of(args.build_procedure().allocator) is None
     (args,) = parser.parse_args_into_dataclasses(common)
-    assert args.generation_token_budget == "auto" and args.build_procedure().allocator.token_budget == "uniform"
+    assert args.generation_token_budget == "auto" and _budget_of(args.build_procedure().allocator) == "uniform"

@@ -12,6 +12,7 @@ from .knapsack import KnapsackAllocator
 from .reinforce_ada import ReinforceAdaEstAllocator
 from .solvers import knapsack_objective, solve_dp, solve_greedy
 from .status import STATUS_LABELS, STATUSES, prompts_per_status, status_index
+from .token_budgeted import TokenBudgeted, with_token_budget
 from .uniform import UniformAllocator
 from .value import (
     expected_info_gain,
@@ -33,6 +34,7 @@ __all__ = [
     "KnapsackAllocator",
     "PromptBatchStats",
     "ReinforceAdaEstAllocator",
+    "TokenBudgeted",
     "UniformAllocator",
     "absorb",
     "expected_info_gain",
@@ -53,4 +55,5 @@ __all__ = [
     "solve_greedy",
     "value",
     "value_table",
+    "with_token_budget",
 ]

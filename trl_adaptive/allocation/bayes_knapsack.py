@@ -26,7 +26,6 @@ budget by this allocator on the updated posterior): :func:`pilot_budget_check`, 
 from __future__ import annotations
 
 import dataclasses
-import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -35,9 +34,7 @@ from .._validate import check_int
 from ..batch import Allocation, PromptBatchStats
 from . import _kernels
 from .base import Allocator, largest_remainder
-from .knapsack import check_token_budget
 from .solvers import SOLVERS, _ensure_compiled, solve_dp, solve_greedy
-from .token_budget import expected_lengths, within_token_budget
 
 
 @dataclass
@@ -66,12 +63,11 @@ class BayesKnapsackAllocator(Allocator):
         min_rollouts: N_low (default 2).
         max_rollouts: N_up (default 128, as ``knapsack``).
         solver: ``"greedy"`` (default; exact by concavity) or ``"dp"`` (the paper's dynamic programme).
-        token_budget: T, the most expected generated tokens of the batch (``stats.expected_tokens`` per completion),
-            ``"uniform"`` (T = what the uniform split of the batch expects), or None (default: unchanged). When
-            the counts above would spend more, the prompts with evidence are re-solved under T
-            (:mod:`.token_budget`: the same expected value and number of completions, each completion priced by
-            its tokens); prompts without evidence keep their uniform share. In
-            :meth:`allocate_remaining` T covers both rounds: the tokens expected of ``already`` count against it.
+
+    Under a token budget (:class:`~.token_budgeted.TokenBudgeted`), the prompts with evidence are re-solved when the
+    counts would spend more than T (the same expected value and number of completions, each completion priced by its
+    tokens); prompts without evidence keep their uniform share. In :meth:`allocate_remaining` T covers both rounds:
+    the tokens expected of ``already`` count against it, and every prompt is re-solved.
 
     Example:
         >>> nan = float("nan")
@@ -91,28 +87,30 @@ class BayesKnapsackAllocator(Allocator):
     reads = ("posterior",)  # beta_a, beta_b (and the real counts' evidence)
 
     solver: str = "greedy"
-    token_budget: float | str | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.solver not in SOLVERS:
             raise ValueError(f"solver={self.solver!r} is not one of {SOLVERS}: use 'greedy' (default) or 'dp'.")
-        check_token_budget(self.token_budget)
 
     def _allocate(self, stats: PromptBatchStats, budget: int) -> np.ndarray | Allocation:
         a, b = posterior(stats)
         num_prompts = len(a)
         counts = largest_remainder(np.full(num_prompts, budget / num_prompts), budget)
-        seen = np.flatnonzero(np.asarray(stats.evidence) > 0)
+        seen = self.budget_positions(stats)
         if len(seen):
             counts[seen] = self._solve(a[seen], b[seen], int(counts[seen].sum()), self.min_rollouts)
-        if self.token_budget is None:
-            return counts
-        gains = functools.partial(expected_gains, a[seen], b[seen], self.max_rollouts)
-        lengths = expected_lengths(stats)
-        return within_token_budget(
-            counts, seen, lengths, self.token_budget, gains, self.min_rollouts, self.max_rollouts
-        )
+        return counts
+
+    # -- what a token budget re-solves (token_budgeted.TokenBudgeted) ---------------------------------------------
+    def budget_positions(self, stats: PromptBatchStats) -> np.ndarray:
+        """The prompts with evidence: the others get their uniform share."""
+        return np.flatnonzero(np.asarray(stats.evidence) > 0)
+
+    def budget_gains(self, stats: PromptBatchStats, positions: np.ndarray) -> np.ndarray:
+        """E[Value]'s gains under each posterior, for the prompts at ``positions``."""
+        a, b = posterior(stats)
+        return expected_gains(a[positions], b[positions], self.max_rollouts)
 
     # -- a pilot round (sampling.Pilot) ------------------------------------------------------------------------------
     def absorb(self, stats: PromptBatchStats, successes: np.ndarray, attempts: np.ndarray) -> PromptBatchStats:
@@ -165,15 +163,7 @@ class BayesKnapsackAllocator(Allocator):
                 f"{self.max_rollouts}]: the total must lie in [{low}, {high}], it is {total}. Change the pilot, the "
                 "budget or the bounds."
             )
-        totals = Allocation(self._solve(a, b, total, lower))
-        if self.token_budget is not None:
-            gains = functools.partial(expected_gains, a, b, self.max_rollouts)
-            lengths = expected_lengths(stats)
-            every = np.arange(num_prompts)
-            totals = within_token_budget(
-                totals.counts, every, lengths, self.token_budget, gains, lower, self.max_rollouts
-            )
-        totals = self.checked(totals, stats, total)
+        totals = self.checked(Allocation(self._solve(a, b, total, lower)), stats, total)
         return dataclasses.replace(totals, counts=totals.counts - already, budget=int(budget_left))
 
     def _solve(self, a: np.ndarray, b: np.ndarray, budget: int, lower: int | np.ndarray) -> np.ndarray:

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 import numpy as np
 
-from .._validate import check_number
-from ..batch import Allocation, PromptBatchStats
+from ..batch import PromptBatchStats
 from .base import Allocator, fill_evenly, largest_remainder
 from .solvers import SOLVERS, solve_dp, solve_greedy
-from .token_budget import UNIFORM_TOKENS, expected_lengths, within_token_budget
 from .value import marginal_gains, mixed_group_demand, value_table
 
 
@@ -51,12 +48,11 @@ class KnapsackAllocator(Allocator):
         solver: ``"greedy"`` (default; exact because Value is concave for N >= 1, and 60-160x faster than ``"dp"`` at
             256 prompts x 8, see docs/benchmarks.md) or ``"dp"`` (the paper's dynamic programme). Both are exact; they
             may break ties differently.
-        token_budget: T, the most expected generated tokens of the batch (``stats.expected_tokens`` per completion),
-            ``"uniform"`` (T = what the uniform split of the batch expects), or None (default: the rules above,
-            unchanged). When the rules' counts would spend more, the seen prompts
-            are re-solved under T (:mod:`.token_budget`): the same number of completions, Value first, then the
-            fallback's tiers in their order (the p = 0 prompts' share, the surplus to mid prompts, the rest), each
-            tier's completions priced by their tokens. Unseen prompts keep their uniform share.
+
+    Under a token budget (:class:`~.token_budgeted.TokenBudgeted`), the seen prompts are re-solved when the rules'
+    counts would spend more than T: the same number of completions, Value first, then the fallback's tiers in their
+    order (the p = 0 prompts' share, the surplus to mid prompts, the rest), each tier's completions priced by their
+    tokens (:func:`tiered_gains`). Unseen prompts keep their uniform share.
 
     Example:
         >>> nan = float("nan")
@@ -82,7 +78,6 @@ class KnapsackAllocator(Allocator):
 
     fallback: bool = True
     solver: str = "greedy"
-    token_budget: float | str | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -90,25 +85,22 @@ class KnapsackAllocator(Allocator):
             raise ValueError(f"solver={self.solver!r} is not one of {SOLVERS}: use 'greedy' (default) or 'dp'.")
         if not isinstance(self.fallback, (bool, np.bool_)):
             raise ValueError(f"fallback={self.fallback!r} must be True or False.")
-        check_token_budget(self.token_budget)
 
-    def _allocate(self, stats: PromptBatchStats, budget: int) -> np.ndarray | Allocation:
-        counts = self._allocate_counts(stats, budget)
-        if self.token_budget is None:
-            return counts
-        rates = np.asarray(stats.success_rate, dtype=np.float64)
-        seen = np.flatnonzero(~np.isnan(rates))
-        gains = functools.partial(tiered_gains, rates[seen], self.min_rollouts, self.max_rollouts, self.fallback)
-        lengths = expected_lengths(stats)
-        return within_token_budget(
-            counts, seen, lengths, self.token_budget, gains, self.min_rollouts, self.max_rollouts
-        )
+    # -- what a token budget re-solves (token_budgeted.TokenBudgeted) ---------------------------------------------
+    def budget_positions(self, stats: PromptBatchStats) -> np.ndarray:
+        """The seen prompts: the others get their uniform share."""
+        return np.flatnonzero(~np.isnan(np.asarray(stats.success_rate, dtype=np.float64)))
 
-    def _allocate_counts(self, stats: PromptBatchStats, budget: int) -> np.ndarray:
+    def budget_gains(self, stats: PromptBatchStats, positions: np.ndarray) -> np.ndarray:
+        """Knapsack RL's priorities as gains (:func:`tiered_gains`) for the prompts at ``positions``."""
+        rates = np.asarray(stats.success_rate, dtype=np.float64)[positions]
+        return tiered_gains(rates, self.min_rollouts, self.max_rollouts, self.fallback)
+
+    def _allocate(self, stats: PromptBatchStats, budget: int) -> np.ndarray:
         success_rates = np.asarray(stats.success_rate, dtype=np.float64)
         num_prompts = len(success_rates)
         counts = largest_remainder(np.full(num_prompts, budget / num_prompts), budget)
-        seen = np.flatnonzero(~np.isnan(success_rates))
+        seen = self.budget_positions(stats)
         if len(seen):
             rates, seen_budget = success_rates[seen], int(counts[seen].sum())
             if self.fallback:
@@ -160,13 +152,6 @@ class KnapsackAllocator(Allocator):
         if self.solver == "dp":
             return solve_dp(value_table(rates, n_cols), budget, lower, upper)
         return solve_greedy(None, budget, lower, upper, gains=marginal_gains(rates, n_cols))
-
-
-def check_token_budget(token_budget: object) -> None:
-    """A ValueError naming ``token_budget`` unless it is None, ``"uniform"`` or a finite number of tokens > 0."""
-    if token_budget is not None and token_budget != UNIFORM_TOKENS:
-        reason = "expected generated tokens per generation batch; 'uniform': as many as the uniform split; None: off"
-        check_number("token_budget", token_budget, above=0, finite=True, reason=reason)
 
 
 def tiered_gains(rates: np.ndarray, n_low: int, n_up: int, fallback: bool = True) -> np.ndarray:

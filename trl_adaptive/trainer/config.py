@@ -12,6 +12,7 @@ from trl import GRPOConfig
 from .._validate import check_int, check_number
 from ..allocation.base import check_rollout_bounds
 from ..allocation.token_budget import UNIFORM_TOKENS
+from ..allocation.token_budgeted import check_token_budget
 from ..strategies import build_procedure, build_prompt_source, registered_strategies, strategy
 from .statistics_settings import check_statistics_settings
 
@@ -119,7 +120,8 @@ class AdaptiveGRPOConfig(GRPOConfig):
         budget"). `"auto"` (default): `"uniform"` for an allocator that honours a budget, none for the others (in the
         accuracy-per-token benchmark this budget took `bayes_knapsack` from below uniform to above it, averaged over
         the run: docs/benchmarks.md). `None`: no budget (the papers' allocations), bit-identical to a run without
-        this field. `allocator_kwargs["token_budget"]` takes precedence over `"auto"`. `"uniform"` is inert (the
+        this field. `allocator_kwargs["token_budget"]` takes precedence over `"auto"`. The budget wraps the
+        allocator (`trl_adaptive.allocation.token_budgeted.TokenBudgeted`). `"uniform"` is inert (the
         allocator's counts, `allocation/token_price` 0) when every prompt expects the same completion length: expected
         tokens within half a token of the budget fit.
     length_decay (`float`, *optional*, defaults to `0.9`):
@@ -325,8 +327,7 @@ class AdaptiveGRPOConfig(GRPOConfig):
                     f"generation_token_budget={budget!r} is neither a number of tokens, 'uniform', 'auto' nor None. "
                     "Give the expected generated tokens per generation batch, 'uniform', or leave it unset."
                 ) from None
-        if budget != UNIFORM_TOKENS:
-            check_number("generation_token_budget", budget, above=0, finite=True, reason="tokens")
+        check_token_budget(budget, "generation_token_budget")  # the wrapper's own rule, at construction
         if not strategy(self.allocator).takes("token_budget"):
             able = [name for name in registered_strategies() if strategy(name).takes("token_budget")]
             raise ValueError(

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from .. import __version__
-from ..allocation import prompts_per_status
+from ..allocation import TokenBudgeted, prompts_per_status
 from ..hub import CARD_TAGS, status_table
 from ..sampling import Procedure
 from ..strategies import Strategy, registered_strategies, strategy
@@ -121,7 +121,10 @@ CARD_METRICS = (
 # What the card reports
 # ---------------------------------------------------------------------------------------------------------------------
 def allocator_hyperparameters(allocator: Any) -> dict[str, Any]:
-    """The allocator's constructor arguments (allocators are dataclasses), e.g. ``{"min_rollouts": 2, ...}``."""
+    """The allocator's constructor arguments (allocators are dataclasses), e.g. ``{"min_rollouts": 2, ...}``; under a
+    token budget, the wrapped allocator's and ``token_budget``."""
+    if isinstance(allocator, TokenBudgeted):
+        return allocator_hyperparameters(allocator.allocator) | {"token_budget": allocator.token_budget}
     if dataclasses.is_dataclass(allocator):
         return {f.name: getattr(allocator, f.name) for f in dataclasses.fields(allocator) if f.init}
     return {k: v for k, v in vars(allocator).items() if not k.startswith("_")}
