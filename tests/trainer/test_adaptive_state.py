@@ -63,6 +63,7 @@ def test_the_state_file_round_trips_through_the_state_alone(tmp_path):
         "statistics",
         "epochs_closed",
         "epoch_position",
+        "visits",
     ]
     assert saved["allocator"]["name"] == "knapsack" and saved["epochs_closed"] == 1
     assert saved["prompt_source"] == {"name": "sampler", "state": {}}

@@ -116,7 +116,13 @@ def test_uniform_trains_grpo_groups_with_grpo_advantages_and_logs_as_data(tmp_pa
     zero_std, advantages, group_sizes = port.group_logs[0]
     assert zero_std == 0.75 and group_sizes == [4] * 16 and advantages == output["advantages"].tolist()
     np.testing.assert_array_equal(driver.state.prompt_statistics.batch(list(SCRIPT)).attempts, [4, 4, 4, 4])
-    (line,) = read_allocation_log(str(tmp_path / "logs" / "allocations.jsonl"))
+    assert port.metrics["prompts/revisited"] == [0.0] and "prompts/batches_since_last_visit_mean" not in port.metrics
+    port.step = 1
+    driver.run(_sampler_rows(dataset))  # the same four prompts again, one batch later
+    assert port.metrics["prompts/revisited"][-1] == 4.0 and port.metrics["prompts/batches_since_last_visit_max"] == [
+        1.0
+    ]
+    line, _ = read_allocation_log(str(tmp_path / "logs" / "allocations.jsonl"))
     assert line["counts"] == [4, 4, 4, 4] and line["engine"] == "scripted" and line["successes"] == [2, 0, 4, 0]
 
 

@@ -69,6 +69,19 @@ def test_resume_restores_statistics_and_next_allocation(tiny_model_dir, tmp_path
     assert any(len(set(counts)) > 1 for _, counts in full_history[4:])
     assert resumed.prompt_statistics.state_dict() == full.prompt_statistics.state_dict()
     np.testing.assert_array_equal(resumed.train_dataset["success_rate"], full.train_dataset["success_rate"])
+    # the staleness metrics go on from the checkpoint's clock (a fresh clock would log no revisit at step 6)
+    staleness = [
+        {k: v for k, v in log.items() if k.startswith("prompts/")} for log in full.state.log_history if "step" in log
+    ]
+    assert staleness[0] == {"prompts/revisited": 0.0} and any(
+        "prompts/batches_since_last_visit_max" in s for s in staleness
+    )
+    resumed_staleness = [
+        {k: v for k, v in log.items() if k.startswith("prompts/")}
+        for log in resumed.state.log_history
+        if "step" in log and log["step"] > 5
+    ]
+    assert resumed_staleness == staleness[5:]
     # allocations.jsonl: one line per generation batch of the run that went on (steps 5-7 once, not twice); the
     # uninterrupted run's whole log is archived beside it
     lines = [json.loads(line) for line in (tmp_path / "full" / ALLOCATION_LOG_FILE).read_text().splitlines()]

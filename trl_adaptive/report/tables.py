@@ -43,7 +43,7 @@ def visit_staleness(records: list[dict[str, Any]]) -> dict[str, Any]:
     last: dict[int, int] = {}
     gaps: list[int] = []
     for index, record in enumerate(records):
-        generated = record.get("generated", record["counts"])
+        generated = record["generated"] if "generated" in record else record["counts"]
         for pid, count in zip(record["prompt_ids"], generated, strict=True):
             if count > 0:
                 if pid in last:

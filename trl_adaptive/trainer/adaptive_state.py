@@ -31,6 +31,7 @@ from .config import STORE_SETTING_FIELDS, AdaptiveGRPOConfig
 from .inputs import check_dataset_holds_a_batch, check_procedure_reads_the_data, innermost
 from .prompt_source import check_source_reads_the_data, compose_batch
 from .prompts import training_prompts
+from .visits import VisitClock
 
 
 class AdaptiveState:
@@ -50,6 +51,7 @@ class AdaptiveState:
         current_epoch: the trainer epoch running.
         epoch_start_step: the global step at which the current epoch began (where a stream resumes).
         resumed_epochs_trained: the epochs a resumed run had completed at its checkpoint (0 for a fresh run).
+        visits: how stale each batch's prompts are (``visits.py``; logged as ``prompts/*``).
     """
 
     def __init__(
@@ -71,6 +73,7 @@ class AdaptiveState:
         self.current_epoch = 0
         self.epoch_start_step = 0
         self.resumed_epochs_trained = 0
+        self.visits = VisitClock()
 
     @classmethod
     def for_run(

@@ -191,7 +191,7 @@ class BatchDriver:
         self.reward_checks.dynamic_fill(filled, len(outcome.selected), settings.dynamic_sampling_max_rounds)
         generated = (rewards_per_func if round_rewards is None else round_rewards).to(device)
         port.log(generated_reward_metrics(generated, settings.reward_func_names, settings.reward_weights))
-        port.log(round_metrics(outcome))
+        port.log(round_metrics(outcome) | self.state.visits.visit(record.prompt_ids, record.counts()))
         budget, threshold = settings.generation_batch_size, settings.success_threshold
         seconds = port.take_generation_seconds()
         port.log(allocation_metrics(outcome, group_ids, rewards, result, budget, threshold, seconds))

@@ -17,6 +17,7 @@ from ..report.run_files import ADAPTIVE_STATE_FILE, TRAINER_STATE_FILE, checkpoi
 from ..stats import PromptStatistics
 from .checkpoint import is_complete, newest_complete_checkpoint, read_state, write_state
 from .config import STORE_SETTING_FIELDS, AdaptiveGRPOConfig
+from .visits import VisitClock
 
 if TYPE_CHECKING:
     from .adaptive_state import AdaptiveState
@@ -32,6 +33,7 @@ def save_adaptive_state(state: AdaptiveState, folder: str, global_step: int) -> 
         "epochs_closed": state.epochs_closed,
         # where in the data the run is: a stream resumes here (transformers cannot tell a stream's passes apart)
         "epoch_position": state.epoch_position(global_step),
+        "visits": state.visits.state_dict(),  # for the prompts/* staleness metrics only
     }
     return write_state(folder, saved)
 
@@ -87,6 +89,8 @@ def restorable_state(state: AdaptiveState, path: str, remedy: str = "") -> dict[
         store.load_state_dict(saved["statistics"])
         copy.deepcopy(state.procedure).load_state_dict(saved["procedure"])
         copy.deepcopy(state.prompt_source).load_own_state(saved["prompt_source"]["state"])
+        if "visits" in saved:
+            VisitClock().load_state_dict(saved["visits"])
     except (AttributeError, KeyError, TypeError, ValueError) as error:
         raise ValueError(
             f"{path}: cannot restore the per-prompt statistics or the procedure state ({error}).{remedy}"
@@ -126,6 +130,8 @@ def load_adaptive_state(state: AdaptiveState, path: str) -> None:
     state.prompt_source.load_own_state(saved["prompt_source"]["state"])
     state.training_prompts.attach(state.prompt_statistics, path)
     state.epochs_closed = int(saved["epochs_closed"])
+    if "visits" in saved:  # only the staleness metrics read it; a checkpoint without it restarts the clock
+        state.visits.load_state_dict(saved["visits"])
 
 
 def checkpoint_to_resume(state: AdaptiveState, output_dir: str) -> str:
