@@ -72,6 +72,7 @@ class BatchDriver:
         self, port: GenerationPort, state: AdaptiveState, reset_rows: ResetRows | None, reward_checks: RewardChecks
     ) -> None:
         self.port, self.state, self.reset_rows, self.reward_checks = port, state, reset_rows, reward_checks
+        self.settings: BatchSettings | None = None  # the running batch's, read once from the port
 
     def run(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
         """The training dict for this rank, from this rank's sampler ``inputs``."""
@@ -90,37 +91,40 @@ class BatchDriver:
             settings.seed, settings.step, port.num_processes, state.prompt_statistics.expected_tokens
         )
         if message.request.final:  # one planned round, trained whole: the training pass generates it
-            passed, outcome, dispatched = self._planned(settings, dispatch, run, rows, message)
+            passed, outcome, dispatched = self._planned(dispatch, run, rows, message)
         else:
-            passed, outcome, dispatched = self._in_rounds(settings, dispatch, run, rows, message)
+            passed, outcome, dispatched = self._in_rounds(dispatch, run, rows, message)
         return self.finish(passed, outcome, dispatched)
 
-    def _rows(self, settings: BatchSettings, rows: dict, prompt_ids: np.ndarray) -> list[dict]:
-        store, column = self.state.prompt_statistics, settings.success_rate_column
+    def _rows(self, rows: dict, prompt_ids: np.ndarray) -> list[dict]:
+        """This rank's rows of ``prompt_ids``, as the framework's reward functions see them."""
+        store, column = self.state.prompt_statistics, self.settings.success_rate_column
         return local_rows(rows, prompt_ids, store, column, self.reset_rows)
 
     def _local(self, total: int) -> slice:
         return rank_slice(total, self.port.num_processes, self.port.process_index)
 
-    def _planned(self, settings, dispatch: BatchDispatch, run: BatchRun | None, rows: dict, message: RoundMessage):
+    def _planned(self, dispatch: BatchDispatch, run: BatchRun | None, rows: dict, message: RoundMessage):
         """The port's own generation and scoring of the round's jobs (balanced over ranks when sizes differ)."""
         port, jobs, record_ids = self.port, message.jobs, message.record_ids
         add_rows(self.state.training_prompts, rows, record_ids)  # CERO's pacing may plan prompts drawn beyond it
         order = dispatch.planned_order(jobs, record_ids)
         row_ids = record_ids[jobs[order]]
         output, rewards_per_func, tokens = port.training_pass(
-            self._rows(settings, rows, row_ids[self._local(len(row_ids))]), len(row_ids), replay=None
+            self._rows(rows, row_ids[self._local(len(row_ids))]), len(row_ids), replay=None
         )
         port.log(rank_balance_metrics(tokens, port.num_processes))  # every rank's, in dispatch order
         back = np.argsort(order)
-        rewards = total_rewards(rewards_per_func, settings.reward_weights)[back]
+        rewards = total_rewards(rewards_per_func, self.settings.reward_weights)[back]
         message = port.share(observe_round(run, jobs, rewards, tokens[back]) if run else None)
         if not isinstance(message, OutcomeMessage) or len(message.outcome.selected) != len(jobs):
             procedure = type(self.state.procedure).__name__
             raise AssertionError(f"{procedure} asked for a final round but did not train it all.")
         return TrainingPass(output, rewards_per_func, None), message.outcome, order  # baseline: the trained ones
 
-    def _in_rounds(self, settings, dispatch: BatchDispatch, run, rows: dict, message: RoundMessage | OutcomeMessage):
+    def _in_rounds(
+        self, dispatch: BatchDispatch, run: BatchRun | None, rows: dict, message: RoundMessage | OutcomeMessage
+    ):
         """Every round generated across ranks until the procedure finishes; then the training pass replays the
         completions it chose, spread over the ranks."""
         port, generated, prompts = self.port, Generated(), self.state.training_prompts
@@ -129,8 +133,8 @@ class BatchDriver:
             add_rows(prompts, rows, record_ids)
             job_ids = record_ids[jobs]
             order = dispatch.round_order(job_ids, len(generated.rewards_per_func))
-            mine = self._rows(settings, rows, job_ids[order[self._local(len(order))]])
-            rewards, tokens = run_round(port, order, mine, settings.reward_weights, generated)
+            mine = self._rows(rows, job_ids[order[self._local(len(order))]])
+            rewards, tokens = run_round(port, order, mine, self.settings.reward_weights, generated)
             message = port.share(observe_round(run, jobs, rewards, tokens) if run else None)
         outcome: Outcome = message.outcome
         record = outcome.record
@@ -141,9 +145,7 @@ class BatchDriver:
         local = self._local(len(dispatched))
         row_ids = record.prompt_ids[record.group_ids[dispatched]]
         replay = generated.replay_pass(dispatched, local)
-        output, rewards_per_func, _ = port.training_pass(
-            self._rows(settings, rows, row_ids[local]), len(dispatched), replay
-        )
+        output, rewards_per_func, _ = port.training_pass(self._rows(rows, row_ids[local]), len(dispatched), replay)
         return TrainingPass(output, rewards_per_func, generated.all_rewards_per_func), outcome, dispatched
 
     def finish(self, passed: TrainingPass, outcome: Outcome, dispatched: np.ndarray) -> dict[str, Any]:
