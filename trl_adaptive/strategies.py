@@ -60,9 +60,10 @@ class Strategy:
         procedure_parameters: the ``allocator_kwargs`` that go to ``procedure`` rather than the allocator (CERO's
             ``pacing``, ``max_draw_rounds``).
         papers: keys of the papers it implements (``trainer.model_card.PAPERS``); empty for none (uniform is GRPO).
-        token_budget: whether it takes a ``token_budget`` argument: its allocator (a
-            :class:`~trl_adaptive.allocation.token_budgeted.BudgetableAllocator`) is then built inside
-            :class:`~trl_adaptive.allocation.token_budgeted.TokenBudgeted` (None: no budget).
+
+    An allocator with ``budget_positions`` and ``budget_gains`` (a
+    :class:`~trl_adaptive.allocation.token_budgeted.BudgetableAllocator`) also takes ``token_budget``: it is then built
+    inside :class:`~trl_adaptive.allocation.token_budgeted.TokenBudgeted` (None: no budget).
     """
 
     name: str
@@ -70,7 +71,6 @@ class Strategy:
     procedure: Callable[..., Procedure] | None = None
     procedure_parameters: tuple[str, ...] = ()
     papers: tuple[str, ...] = ()
-    token_budget: bool = False
 
     def __post_init__(self) -> None:
         if self.allocator is None and not (isinstance(self.procedure, type) and issubclass(self.procedure, Procedure)):
@@ -92,7 +92,14 @@ class Strategy:
         signature = inspect.signature(self.allocator)
         kinds = (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
         own = [p.name for p in signature.parameters.values() if p.kind in kinds]
-        return own + (["token_budget"] if self.token_budget else []) + list(self.procedure_parameters)
+        return own + (["token_budget"] if self.budgetable else []) + list(self.procedure_parameters)
+
+    @property
+    def budgetable(self) -> bool:
+        """Whether its allocator can be re-solved under a token budget (``budget_positions``, ``budget_gains``)."""
+        return self.allocator is not None and all(
+            hasattr(self.allocator, method) for method in ("budget_positions", "budget_gains")
+        )
 
     @property
     def reads(self) -> tuple[str, ...]:
@@ -160,9 +167,7 @@ def register_allocator(cls: type[Allocator] | None = None, *, papers: tuple[str,
     def register(allocator: type[Allocator]) -> type[Allocator]:
         if not getattr(allocator, "name", ""):
             raise ValueError(f"{allocator.__name__} must set a class attribute `name` to be registered.")
-        budgetable = all(hasattr(allocator, m) for m in ("budget_positions", "budget_gains"))
-        entry = Strategy(allocator.name, allocator, procedure, papers=papers, token_budget=budgetable)
-        register_strategy(entry)
+        register_strategy(Strategy(allocator.name, allocator=allocator, procedure=procedure, papers=papers))
         return allocator
 
     return register if cls is None else register(cls)
@@ -305,9 +310,9 @@ for _source in (OfferedPrompts, ThompsonPoolSelection, SettledPromptSkipping):
 # -- the built-in strategies ----------------------------------------------------------------------------------------
 for _entry in (
     Strategy("uniform", allocator=UniformAllocator),
-    Strategy("knapsack", allocator=KnapsackAllocator, papers=("knapsack_rl",), token_budget=True),
+    Strategy("knapsack", allocator=KnapsackAllocator, papers=("knapsack_rl",)),
     # Knapsack RL's objective in expectation under a posterior (this package's; docs/allocators.md)
-    Strategy("bayes_knapsack", allocator=BayesKnapsackAllocator, papers=("knapsack_rl",), token_budget=True),
+    Strategy("bayes_knapsack", allocator=BayesKnapsackAllocator, papers=("knapsack_rl",)),
     Strategy("reinforce_ada_est", allocator=ReinforceAdaEstAllocator, papers=("reinforce_ada",)),
     Strategy(
         "cero",

@@ -89,15 +89,7 @@ class TokenBudgeted(Allocator):
         allocation = self.allocator.allocate(stats, budget)
         readable = stats.for_reader(self.allocator.reads, self.allocator)
         positions = self.allocator.budget_positions(readable)
-        fitted = within_token_budget(
-            allocation.counts,
-            positions,
-            expected_lengths(stats),
-            self.token_budget,
-            lambda: self.allocator.budget_gains(readable, positions),
-            self.min_rollouts,
-            self.max_rollouts,
-        )
+        fitted = self._fit(allocation.counts, readable, positions, self.min_rollouts)
         merged = dataclasses.replace(allocation, counts=fitted.counts, metrics=allocation.metrics | fitted.metrics)
         return self.checked(merged, stats, int(budget))
 
@@ -115,18 +107,17 @@ class TokenBudgeted(Allocator):
         extra = self.allocator.allocate_remaining(stats, budget_left, already)
         already = np.asarray(already, dtype=np.int64)
         every = np.arange(len(already))
-        fitted = within_token_budget(
-            extra.counts + already,
-            every,
-            expected_lengths(stats),
-            self.token_budget,
-            lambda: self.allocator.budget_gains(stats, every),
-            np.maximum(already, self.min_rollouts),
-            self.max_rollouts,
-        )
+        fitted = self._fit(extra.counts + already, stats, every, np.maximum(already, self.min_rollouts))
         totals = self.checked(fitted, stats, int(already.sum()) + int(budget_left))
         metrics = extra.metrics | totals.metrics
         return dataclasses.replace(totals, counts=totals.counts - already, budget=int(budget_left), metrics=metrics)
+
+    def _fit(self, counts: np.ndarray, stats: PromptBatchStats, positions: np.ndarray, lower) -> Allocation:
+        """``counts`` kept when they fit the budget, else the prompts at ``positions`` re-solved under it (each at
+        least ``lower``), with the token metrics."""
+        gains = lambda: self.allocator.budget_gains(stats, positions)  # noqa: E731 (built only when T binds)
+        lengths = expected_lengths(stats)
+        return within_token_budget(counts, positions, lengths, self.token_budget, gains, lower, self.max_rollouts)
 
     def __getattr__(self, name: str) -> Any:
         # The allocator's own methods (a pilot's absorb and check_pilot); reached only for names not found here.
