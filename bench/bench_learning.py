@@ -80,6 +80,12 @@ def settings_from(args: argparse.Namespace) -> RunSettings:
     return settings
 
 
+def same_settings(saved: dict | None, settings: RunSettings) -> bool:
+    """Whether a cached run's settings are ``settings``; a field added since it ran reads as its default (the
+    behaviour the run had)."""
+    return saved is not None and {**asdict(RunSettings()), **saved} == asdict(settings)
+
+
 def run_all(methods: list[str], seeds: list[int], settings: RunSettings, model_path: str, out: Path) -> list[dict]:
     """Every (seed, method) not already in ``out/runs`` under the same settings; all records, in order."""
     from learning.runs import run
@@ -90,7 +96,7 @@ def run_all(methods: list[str], seeds: list[int], settings: RunSettings, model_p
         for method in methods:
             path = out / "runs" / f"{method}-seed{seed}.json"
             found = json.loads(path.read_text()) if path.is_file() else None
-            if found is not None and found.get("settings") == asdict(settings):
+            if found is not None and same_settings(found.get("settings"), settings):
                 records.append(found)
                 continue
             start = time.perf_counter()

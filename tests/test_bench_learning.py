@@ -4,6 +4,7 @@ learns, so this test can fail)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 
@@ -236,3 +237,64 @@ def test_quick_benchmark_learns_and_writes_its_results(tmp_path):
     assert runs["uniform"]["curve"][-1][1] - runs["uniform"]["curve"][0][1] >= 0.15
     assert results["summary"]["methods"]["knapsack"]["seeds"] == [0]
     assert (out / "accuracy_per_token.png").stat().st_size > 10_000
+
+
+def test_the_sweep_pairs_each_setting_against_the_reference_and_its_own_uniform(tmp_path, monkeypatch):
+    """bench_learning_sweep.py: every run is paired against uniform at the reference setting (bench_learning's) and
+    against uniform at its own setting; the reference uniform keeps the name the summary pairs against."""
+    import bench_learning_sweep as sweep
+    from learning import model
+
+    gains = {(16, 1): 0.0, (8, 1): 0.1, (16, 4): 0.2}  # uniform's gain by (prompts per step, steps per generation)
+
+    def fake_run_all(methods, seeds, settings, model_path, out):
+        assert settings.token_budget == 1000 and out.parent.name == "out"
+        gain = gains[settings.prompts_per_step, settings.steps_per_generation]
+        # uniform_greso adds 0.02 at every setting
+        return [_record(m, s, 0.6 + gain + 0.02 * (m == "uniform_greso") + 0.01 * s) for s in seeds for m in methods]
+
+    monkeypatch.setattr(sweep, "run_all", fake_run_all)
+    monkeypatch.setattr(model, "pretrained_model", lambda **kwargs: tmp_path)
+    argv = ["--task", "skills", "--seeds", "3", "--methods", "uniform_greso", "--setting", "prompts_per_step=8",
+            "--setting", "steps_per_generation=4", "--token_budget", "1000",
+            "--output_dir", str(tmp_path / "out")]  # fmt: skip
+    assert sweep.main(argv) == 0
+    saved = json.loads((tmp_path / "out" / "sweep.json").read_text())
+    methods = saved["summary"]["methods"]
+    # the reference setting runs --reference_methods only (uniform by default)
+    assert set(methods) == {"uniform", "uniform@prompts_per_step=8", "uniform_greso@prompts_per_step=8",
+                            "uniform@steps_per_generation=4", "uniform_greso@steps_per_generation=4"}  # fmt: skip
+    assert methods["uniform@steps_per_generation=4"]["paired_difference_at"]["1.0"]["mean"] == pytest.approx(0.2)
+    assert methods["uniform_greso@prompts_per_step=8"]["paired_difference_at"]["1.0"]["mean"] == pytest.approx(0.12)
+    same = saved["same_setting"]
+    assert set(same) == {"uniform_greso@prompts_per_step=8", "uniform_greso@steps_per_generation=4"}
+    assert all(entry["final"]["mean"] == pytest.approx(0.02) for entry in same.values())
+    assert "| uniform_greso@steps_per_generation=4 |" in (tmp_path / "out" / "sweep.md").read_text()
+
+
+def test_sweep_settings_parse_and_scale_the_step_cap():
+    import bench_learning_sweep as sweep
+
+    assert sweep.parse_setting("prompts_per_step=4,learning_rate=1e-4") == {
+        "prompts_per_step": 4,
+        "learning_rate": 1e-4,
+    }
+    with pytest.raises(Exception, match="KEY one of"):
+        sweep.parse_setting("batch=4")
+    quarter = sweep.settings_for("large_pool", {"prompts_per_step": 4}, None)
+    assert quarter.train_prompts == 512 and quarter.max_steps == 4 * runs.RunSettings().max_steps
+    assert sweep.settings_for("skills", {"steps_per_generation": 4}, 500).max_steps == 4 * runs.RunSettings().max_steps
+    assert (
+        sweep.setting_label({}) == "reference"
+        and sweep.setting_label({"learning_rate": 1e-4}) == "learning_rate=0.0001"
+    )
+    with pytest.raises(ValueError, match="must divide"):
+        runs.RunSettings(steps_per_generation=3)
+
+
+def test_cached_runs_without_a_newer_setting_read_it_as_its_default():
+    saved = dataclasses.asdict(runs.RunSettings())
+    del saved["steps_per_generation"]  # a run cached before the field existed
+    assert bench_learning.same_settings(saved, runs.RunSettings())
+    assert not bench_learning.same_settings(saved, runs.RunSettings(steps_per_generation=2))
+    assert not bench_learning.same_settings(None, runs.RunSettings())

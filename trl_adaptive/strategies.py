@@ -44,6 +44,7 @@ from .sampling import (
     ReinforceAdaSeqPos,
     cero_procedure,
 )
+from .sampling.revisit import RevisitFloor
 from .sampling.selection import SettledPromptSkipping, ThompsonPoolSelection
 from .sampling.source import OfferedPrompts, PromptSource
 
@@ -288,18 +289,23 @@ def registered_prompt_sources() -> list[str]:
 
 
 def build_prompt_source(name: str, kwargs: Mapping[str, Any] | None = None) -> PromptSource:
-    """The source ``name`` built with ``kwargs`` (``prompt_source_kwargs``); unknown arguments refused by name."""
+    """The source ``name`` built with ``kwargs`` (``prompt_source_kwargs``); unknown arguments refused by name.
+
+    ``revisit_epochs`` (any selecting source) wraps it in a floor of visits (:class:`~.sampling.RevisitFloor`)."""
     cls = prompt_source(name)
     kwargs = dict(kwargs or {})
+    revisit_epochs = kwargs.pop("revisit_epochs", None)
     kinds = (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
     accepted = [p.name for p in inspect.signature(cls).parameters.values() if p.kind in kinds]
     unknown = sorted(set(kwargs) - set(accepted))
     if unknown:
+        accepted += [] if cls is OfferedPrompts else ["revisit_epochs"]
         takes = f"it takes {', '.join(accepted)}" if accepted else "it takes none"
         raise ValueError(
             f"prompt_source={name!r} takes no argument(s) {unknown}; {takes}. Remove them from prompt_source_kwargs."
         )
-    return cls(**kwargs)
+    source = cls(**kwargs)
+    return source if revisit_epochs is None else RevisitFloor(source, revisit_epochs)
 
 
 # the default, then prompt selection before rollout (sampling/selection.py: MoPPS's Thompson rule, GRESO's skipping)

@@ -67,6 +67,13 @@ METHODS: dict[str, dict] = {
     },
     "uniform_mopps": {"allocator": "uniform", "prompt_source": "mopps"},
     "uniform_greso": {"allocator": "uniform", "prompt_source": "greso"},
+    # GRESO under a floor of visits: a prompt skipped at one epoch's offer is generated at the next (a maintenance
+    # signal for solved prompts, which regress when selection stops visiting them).
+    "uniform_greso_revisit": {
+        "allocator": "uniform",
+        "prompt_source": "greso",
+        "prompt_source_kwargs": {"revisit_epochs": 1},
+    },
 }
 
 
@@ -77,7 +84,7 @@ class RunSettings:
     task: str = task.NAME  # a key of TASKS
     train_prompts: int = 128
     heldout_prompts: int = 1024
-    prompts_per_step: int = 16
+    prompts_per_step: int = 16  # prompts per generation batch
     num_generations: int = 8
     token_budget: int = 60_000
     checkpoints: int = 20
@@ -85,6 +92,20 @@ class RunSettings:
     learning_rate: float = 5e-5
     device: str = "cpu"
     extra_config: dict = field(default_factory=dict)
+    # Optimizer steps per generation batch (TRL's steps_per_generation): each step trains on 1/k of the batch.
+    steps_per_generation: int = 1
+
+    def __post_init__(self) -> None:
+        if self.prompts_per_step * self.num_generations % self.steps_per_generation:
+            raise ValueError(
+                f"steps_per_generation={self.steps_per_generation} must divide the generation batch of "
+                f"{self.prompts_per_step} x {self.num_generations} completions."
+            )
+
+    @property
+    def train_batch(self) -> int:
+        """Completions per optimizer step."""
+        return self.prompts_per_step * self.num_generations // self.steps_per_generation
 
 
 class TokenCountingReward:
@@ -126,7 +147,7 @@ def training_config(method: str, seed: int, settings: RunSettings, output_dir: s
         **fields,
         num_generations=settings.num_generations,
         generation_batch_size=batch,
-        per_device_train_batch_size=batch,
+        per_device_train_batch_size=settings.train_batch,
         max_completion_length=TASKS[settings.task].MAX_COMPLETION_TOKENS,
         temperature=1.0,
         beta=0.0,
@@ -211,7 +232,7 @@ def run(method: str, seed: int, settings: RunSettings, model_path: str, output_d
         "steps": trainer.state.global_step,
         "generated_tokens": reward.tokens,
         "generated_completions": reward.completions,
-        "trained_completions": trainer.state.global_step * settings.prompts_per_step * settings.num_generations,
+        "trained_completions": trainer.state.global_step * settings.train_batch,
         "final_heldout_accuracy": curve[-1][1],
         "effective_gradient_ratio": float(np.mean(ratio)) if ratio else None,
         "train_seconds": seconds,

@@ -9,7 +9,8 @@ its success-rate column; checkpoints fall mid-epoch, on an epoch's last step and
 MODE: ``knapsack`` (default), ``dynamic`` (knapsack with DAPO dynamic sampling: prompts drawn within a step),
 ``seq`` (Reinforce-Ada Seq-Balance: sampling in rounds), ``cero`` (CERO with pacing: prompts skipped and
 drawn), ``pilot`` (bayes_knapsack after a pilot round), ``prompt_source`` (knapsack on the batches a stateful
-prompt source composes), ``greso`` (knapsack on GRESO's batches), ``mopps`` (knapsack on MoPPS's batches), ... or
+prompt source composes), ``greso`` (knapsack on GRESO's batches), ``greso_revisit`` (the same under a floor of
+visits), ``mopps`` (knapsack on MoPPS's batches), ... or
 ``stream`` (knapsack on the prompts as a streaming dataset: 3 passes; "column" is then the store's rates, a stream
 has no column). Each rank writes
 ``OUT_DIR/rank{process_index}.json``:
@@ -59,6 +60,15 @@ MODES = {
         "max_rollouts": 6,
         "prompt_source": "greso",
         "prompt_source_kwargs": {"max_pool_factor": 2},
+    },
+    # GRESO under a floor of visits: a prompt passed over at one offer is generated at its next; the counts of
+    # offers passed over are state beside GRESO's own. p starts at 0.05 so that settled prompts are skipped
+    # (P = 0.95 after one equal-reward visit) and the floor has something to force.
+    "greso_revisit": {
+        "allocator": "knapsack",
+        "max_rollouts": 6,
+        "prompt_source": "greso",
+        "prompt_source_kwargs": {"max_pool_factor": 2, "p_initial": 0.05, "revisit_epochs": 1},
     },
     # MoPPS's Thompson selection: its draws come from the step's random stream, which a resume must reproduce; the pool
     # is the whole data (2 x 2 prompts), and the posterior it reads is the store's.
@@ -114,6 +124,7 @@ def train(model_dir: str, output_dir: Path, num_processes: int, mode: str, resum
         "statistics": trainer.prompt_statistics.state_dict(),
         "column": column,
         "epoch_count": trainer.prompt_statistics.epoch,
+        "revisit_forced": sum(h.get("prompt_source/revisit_forced", 0.0) for h in trainer.state.log_history),
     }
 
 

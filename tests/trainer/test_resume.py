@@ -114,6 +114,8 @@ def _check_matrix(report: dict, mode: str, rank: int = 0) -> None:
             assert any(0 in counts for _, _, counts in history), history  # an evicted prompt gets nothing
         if mode in ("dynamic", "cero", "cero_dynamic"):
             assert any(len(ids) > 2 for _, ids, _ in history), history  # some step drew further prompts
+        if mode == "greso_revisit":  # the floor put a prompt GRESO skipped back in, so its counts were exercised
+            assert full["revisit_forced"] > 0, history
         if mode == "mopps":  # the selection, not the sampler, makes the batches: some epoch sees a prompt twice
             epochs = [history[i][1] + history[i + 1][1] for i in range(0, len(history), 2)]
             assert any(len(set(ids)) < len(ids) for ids in epochs), history
@@ -144,6 +146,7 @@ def _check_matrix(report: dict, mode: str, rank: int = 0) -> None:
         "pilot_commit",
         "prompt_source",
         "greso",
+        "greso_revisit",
         "mopps",
         "stream",
     ],
@@ -213,7 +216,8 @@ def _holds_values(value) -> bool:
 @pytest.mark.slow
 @pytest.mark.multiprocess
 @pytest.mark.parametrize(
-    "mode", ["knapsack", "dynamic", "seq", "pilot", "cero_dynamic", "prompt_source", "greso", "mopps", "stream"]
+    "mode",
+    ["knapsack", "dynamic", "seq", "pilot", "cero_dynamic", "prompt_source", "greso", "greso_revisit", "mopps", "stream"],
 )
 def test_resume_matrix_two_processes(tiny_model_dir, tmp_path, mode):
     reports = launch_two_ranks(SCRIPTS / "resume_matrix.py", tiny_model_dir, tmp_path, mode)

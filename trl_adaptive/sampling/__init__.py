@@ -12,6 +12,7 @@ No torch, no trl. See :mod:`trl_adaptive.sampling.base` for the protocol and the
 ``PromptSource``       which prompts enter a batch, composed from the sampler's (``source.py``; ``OfferedPrompts``:
                        the sampler's unchanged, the default; ``ThompsonPoolSelection``: MoPPS, ``mopps``;
                        ``SettledPromptSkipping``: GRESO, ``greso``; ``selection.py``)
+``RevisitFloor(s, k)`` source ``s``, except that a prompt passed over k epochs in a row is generated (``revisit.py``)
 =====================  ==========================================================================================
 
 Names resolve to procedures in :mod:`trl_adaptive.strategies` (``build_procedure``, ``as_procedure``), which sits
@@ -25,6 +26,7 @@ from .cero_pacing import CeroPacing, cero_procedure
 from .dynamic import DynamicSampling
 from .pilot_commit import PilotCommit
 from .plan import Pilot, PlanAhead
+from .revisit import RevisitFloor
 from .rules import dynamic_sampling_keep, is_success
 from .selection import SettledPromptSkipping, ThompsonPoolSelection
 from .sequential import ReinforceAdaSeqBalance, ReinforceAdaSeqPos, Sequential
@@ -46,6 +48,7 @@ __all__ = [
     "PromptSource",
     "ReinforceAdaSeqBalance",
     "ReinforceAdaSeqPos",
+    "RevisitFloor",
     "Round",
     "Sequential",
     "SettledPromptSkipping",

@@ -66,12 +66,15 @@ class SourceBatch:
         examined: every candidate the source looked at (offered and drawn), ids.
         skipped: reason -> ids examined and not selected (``"settled_easy"``, ...).
         predicted_mixed: the source's predicted share of selected groups with mixed rewards, where it has one.
+        revisited: ids among ``prompt_ids`` put in by a floor of visits (:class:`~.revisit.RevisitFloor`), not by
+            the source's own rule.
     """
 
     prompt_ids: np.ndarray
     examined: np.ndarray
     skipped: Mapping[str, np.ndarray] = field(default_factory=dict)
     predicted_mixed: float | None = None
+    revisited: np.ndarray | None = None
 
 
 class PromptSource:
@@ -145,6 +148,8 @@ def check_source_batch(source: PromptSource, ctx: SourceContext, batch: SourceBa
         raise ValueError(f"{where} returned {len(ids)} prompts for a batch of {len(ctx.offered)}; return as many.")
     if not np.isin(ids, examined).all():
         raise ValueError(f"{where} selected ids it did not list in SourceBatch.examined: {ids.tolist()[:10]}.")
+    if batch.revisited is not None and not np.isin(batch.revisited, ids).all():
+        raise ValueError(f"{where} listed revisited ids that are not in the batch: {batch.revisited.tolist()[:10]}.")
     return ids
 
 
@@ -159,6 +164,8 @@ def source_metrics(source: PromptSource, offered: np.ndarray, batch: SourceBatch
     metrics.update({f"prompt_source/skipped_{reason}": float(len(ids)) for reason, ids in batch.skipped.items()})
     if batch.predicted_mixed is not None:
         metrics["prompt_source/predicted_mixed"] = float(batch.predicted_mixed)
+    if batch.revisited is not None:
+        metrics["prompt_source/revisit_forced"] = float(len(batch.revisited))
     return metrics
 
 

@@ -95,7 +95,9 @@ class AdaptiveGRPOConfig(GRPOConfig):
         streak) choose which prompts are generated for; they draw candidates beyond the sampler's and need a
         map-style (not streaming) dataset of at least `pool_factor` (`max_pool_factor`) x the batch's prompts.
     prompt_source_kwargs (`dict` or `str`, *optional*):
-        Constructor arguments of the prompt source (a dict, or a JSON string on the command line).
+        Constructor arguments of the prompt source (a dict, or a JSON string on the command line). With a selecting
+        source, `"revisit_epochs": k` adds a floor of visits: a prompt passed over at k consecutive epochs' offers is
+        generated at its next.
     posterior_half_life (`float` or `None`, *optional*, defaults to `None`):
         Half-life of the per-prompt Beta posterior's evidence (read by `bayes_knapsack` and `cero`), in generation
         batches (= optimizer steps when `steps_per_generation` is 1): a completion scored h batches ago weighs half.
@@ -225,7 +227,10 @@ class AdaptiveGRPOConfig(GRPOConfig):
     )
     prompt_source_kwargs: dict[str, Any] | str | None = field(
         default=None,
-        metadata={"help": "Prompt source constructor arguments as a dict or JSON string."},
+        metadata={
+            "help": "Prompt source constructor arguments as a dict or JSON string; with a selecting source, "
+            "'revisit_epochs': k generates a prompt passed over at k consecutive epochs' offers at its next."
+        },
     )
     posterior_half_life: float | None = field(
         default=None,
