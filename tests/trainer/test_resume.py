@@ -217,7 +217,18 @@ def _holds_values(value) -> bool:
 @pytest.mark.multiprocess
 @pytest.mark.parametrize(
     "mode",
-    ["knapsack", "dynamic", "seq", "pilot", "cero_dynamic", "prompt_source", "greso", "greso_revisit", "mopps", "stream"],
+    [
+        "knapsack",
+        "dynamic",
+        "seq",
+        "pilot",
+        "cero_dynamic",
+        "prompt_source",
+        "greso",
+        "greso_revisit",
+        "mopps",
+        "stream",
+    ],
 )
 def test_resume_matrix_two_processes(tiny_model_dir, tmp_path, mode):
     reports = launch_two_ranks(SCRIPTS / "resume_matrix.py", tiny_model_dir, tmp_path, mode)
