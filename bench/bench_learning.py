@@ -86,8 +86,11 @@ def same_settings(saved: dict | None, settings: RunSettings) -> bool:
     return saved is not None and {**asdict(RunSettings()), **saved} == asdict(settings)
 
 
-def run_all(methods: list[str], seeds: list[int], settings: RunSettings, model_path: str, out: Path) -> list[dict]:
-    """Every (seed, method) not already in ``out/runs`` under the same settings; all records, in order."""
+def run_all(
+    methods: list[str], seeds: list[int], settings: RunSettings, model_path: str, out: Path, cached_only: bool = False
+) -> list[dict]:
+    """Every (seed, method) not already in ``out/runs`` under the same settings; all records, in order
+    (``cached_only``: only those found there, nothing run)."""
     from learning.runs import run
 
     (out / "runs").mkdir(parents=True, exist_ok=True)
@@ -98,6 +101,8 @@ def run_all(methods: list[str], seeds: list[int], settings: RunSettings, model_p
             found = json.loads(path.read_text()) if path.is_file() else None
             if found is not None and same_settings(found.get("settings"), settings):
                 records.append(found)
+                continue
+            if cached_only:
                 continue
             start = time.perf_counter()
             trainer_dir = str(

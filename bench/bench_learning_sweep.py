@@ -18,7 +18,8 @@ own; ``learning_rate``) and pairs every run, by seed, against
 At the reference setting only ``--reference_methods`` run (uniform by default: bench_learning.py's tables hold the
 other methods there); at every ``--setting`` every ``--methods``. Runs are cached per setting under
 OUT/<setting>/runs (bench_learning's files: a rerun skips what is there); OUT/sweep.json holds the summary,
-OUT/sweep.md the tables. Labels are ``method@<setting>``; the reference uniform is ``uniform``.
+OUT/sweep.md the tables (``--cached_only``: from the runs on disk, nothing run). Labels are ``method@<setting>``;
+the reference uniform is ``uniform``.
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--token_budget", type=int, default=None)
     parser.add_argument("--output_dir", default="out/bench_learning_sweep")
+    parser.add_argument("--cached_only", action="store_true", help="Summarise the runs on disk; run nothing.")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="torch threads (1 per queue).")
     parser.add_argument("--cache_dir", default=None, help="Pretrained model cache (default ~/.cache/trl_adaptive).")
     return parser
@@ -137,15 +139,18 @@ def main(argv: list[str] | None = None) -> int:
     seeds = list(range(args.seeds))
     out = Path(args.output_dir)
     torch.set_num_threads(args.threads)
-    model_path = str(pretrained_model(cache_dir=args.cache_dir, corpus=TASKS[REGIMES[args.task]["task"]]))
+    corpus = TASKS[REGIMES[args.task]["task"]]
+    model_path = "" if args.cached_only else str(pretrained_model(cache_dir=args.cache_dir, corpus=corpus))
     by_setting: dict[str, list[dict]] = {}
     records: list[dict] = []
     for overrides in [{}, *args.setting]:
         settings, label = settings_for(args.task, overrides, args.token_budget), setting_label(overrides)
         reference = label == REFERENCE
         here = sorted(set(args.reference_methods) | {"uniform"}, key=order.index) if reference else methods
-        by_setting[label] = run_all(here, seeds, settings, model_path, out / label)
+        by_setting[label] = run_all(here, seeds, settings, model_path, out / label, args.cached_only)
         records += relabel(by_setting[label], label, reference=reference)
+    if not any(r["method"] == "uniform" for r in records):
+        raise SystemExit(f"no uniform run at the reference setting in {out / REFERENCE}: run without --cached_only.")
     summary = summarize(records, settings)
     pairs = same_setting_pairs(by_setting, settings.token_budget, settings.checkpoints)
     text = summary["table"] + "\n\n" + same_setting_table(pairs)

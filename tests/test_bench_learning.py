@@ -247,7 +247,7 @@ def test_the_sweep_pairs_each_setting_against_the_reference_and_its_own_uniform(
 
     gains = {(16, 1): 0.0, (8, 1): 0.1, (16, 4): 0.2}  # uniform's gain by (prompts per step, steps per generation)
 
-    def fake_run_all(methods, seeds, settings, model_path, out):
+    def fake_run_all(methods, seeds, settings, model_path, out, cached_only=False):
         assert settings.token_budget == 1000 and out.parent.name == "out"
         gain = gains[settings.prompts_per_step, settings.steps_per_generation]
         # uniform_greso adds 0.02 at every setting
@@ -290,6 +290,17 @@ def test_sweep_settings_parse_and_scale_the_step_cap():
     )
     with pytest.raises(ValueError, match="must divide"):
         runs.RunSettings(steps_per_generation=3)
+
+
+def test_cached_only_returns_the_runs_on_disk_and_runs_nothing(tmp_path):
+    settings = runs.RunSettings(prompts_per_step=4)
+    (tmp_path / "runs").mkdir()
+    record = {**_record("uniform", 0, 0.7), "settings": dataclasses.asdict(settings)}
+    (tmp_path / "runs" / "uniform-seed0.json").write_text(json.dumps(record))
+    found = bench_learning.run_all(["uniform", "uniform_greso"], [0, 1], settings, "", tmp_path, cached_only=True)
+    assert found == [record]  # seed 1 and uniform_greso are not on disk: skipped, not run (no model to run them)
+    other = runs.RunSettings(prompts_per_step=8)  # another setting's cache is not this one's
+    assert bench_learning.run_all(["uniform"], [0], other, "", tmp_path, cached_only=True) == []
 
 
 def test_cached_runs_without_a_newer_setting_read_it_as_its_default():
