@@ -45,7 +45,7 @@ from .sampling import (
     cero_procedure,
 )
 from .sampling.revisit import RevisitFloor
-from .sampling.selection import SettledPromptSkipping, ThompsonPoolSelection
+from .sampling.selection import ExpectedValuePool, SettledPromptSkipping, ThompsonPoolSelection
 from .sampling.source import OfferedPrompts, PromptSource
 
 
@@ -308,8 +308,9 @@ def build_prompt_source(name: str, kwargs: Mapping[str, Any] | None = None) -> P
     return source if revisit_epochs is None else RevisitFloor(source, revisit_epochs)
 
 
-# the default, then prompt selection before rollout (sampling/selection.py: MoPPS's Thompson rule, GRESO's skipping)
-for _source in (OfferedPrompts, ThompsonPoolSelection, SettledPromptSkipping):
+# the default, then prompt selection before rollout (sampling/selection.py: MoPPS's Thompson rule, GRESO's skipping,
+# the pool by bayes_knapsack's expected value)
+for _source in (OfferedPrompts, ThompsonPoolSelection, SettledPromptSkipping, ExpectedValuePool):
     register_prompt_source(_source)
 
 

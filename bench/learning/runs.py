@@ -65,6 +65,12 @@ METHODS: dict[str, dict] = {
         "generation_token_budget": "uniform",
         "prompt_source": "greso",
     },
+    # Which prompts and how many from one value function: the pool's prompts of highest E[Value], then the knapsack.
+    "bayes_knapsack_uniform_tokens_value_pool": {
+        "allocator": "bayes_knapsack",
+        "generation_token_budget": "uniform",
+        "prompt_source": "value_pool",
+    },
     "uniform_mopps": {"allocator": "uniform", "prompt_source": "mopps"},
     "uniform_greso": {"allocator": "uniform", "prompt_source": "greso"},
     # GRESO under a floor of visits: a prompt skipped at one epoch's offer is generated at the next (a maintenance

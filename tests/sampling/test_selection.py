@@ -9,7 +9,9 @@ import json
 import numpy as np
 import pytest
 
+from trl_adaptive.allocation.value import expected_value_table
 from trl_adaptive.sampling.selection import (
+    ExpectedValuePool,
     SettledPromptSkipping,
     ThompsonPoolSelection,
     adapt_skip_base,
@@ -98,7 +100,9 @@ def test_mopps_pool_factor_one_keeps_the_offer():
     assert batch.prompt_ids.tolist() == [7, 3, 5] and batch.examined.tolist() == [7, 3, 5]
 
 
-@pytest.mark.parametrize("source", [ThompsonPoolSelection(pool_factor=4), SettledPromptSkipping()])
+@pytest.mark.parametrize(
+    "source", [ThompsonPoolSelection(pool_factor=4), SettledPromptSkipping(), ExpectedValuePool(pool_factor=3)]
+)
 def test_exact_size_no_duplicates_and_determinism(source):
     store = PromptStatistics()
     rng = np.random.default_rng(1)
@@ -126,6 +130,28 @@ def test_a_short_draw_selects_from_what_there_is():
     greso.load_own_state({"p_easy": 0.05, "p_hard": 0.5, "easy_streaks": {"4": 50}, "hard_streaks": {}})
     batch = greso.compose(context([4, 2], draw=none_left))
     assert batch.prompt_ids.tolist() == [4, 2] and batch.skipped["settled_easy"].tolist() == []
+
+
+# ---- the pool by expected value -----------------------------------------------------------------------------------
+def test_value_pool_keeps_the_candidates_of_highest_expected_value():
+    store = PromptStatistics()
+    observe(store, 0, 40, 0)  # offered, solved: E[Value] ~ 0
+    observe(store, 1, 3, 5)  # offered, p ~ 0.4: near the peak of p (1 - p)^2
+    observe(store, 2, 0, 40)  # drawn, hopeless
+    # 3 drawn and never seen: Beta(1, 1)
+    batch = ExpectedValuePool(pool_factor=2).compose(context([0, 1], store))
+    assert batch.examined.tolist() == [0, 1, 2, 3]
+    assert batch.prompt_ids.tolist() == [1, 3] and batch.skipped["lower_value"].tolist() == [0, 2]
+    a, b = np.array([4.0, 1.0]), np.array([6.0, 1.0])  # the kept prompts' posteriors under the Beta(1, 1) prior
+    values = expected_value_table(np.array([41.0, 4.0, 1.0, 1.0]), np.array([1.0, 6.0, 41.0, 1.0]), 8)[:, 8]
+    assert values[1] > values[3] > max(values[0], values[2])  # the order the rule followed, by hand
+    assert batch.predicted_mixed == pytest.approx(expected_mixed_share(a, b, 8))
+
+
+def test_value_pool_is_deterministic_and_ties_go_to_the_offer():
+    batch = ExpectedValuePool(pool_factor=3).compose(context([9, 4]))  # six unseen candidates: all tied
+    assert batch.prompt_ids.tolist() == [9, 4] and len(batch.examined) == 6
+    assert ExpectedValuePool(pool_factor=3).compose(context([9, 4], seed=5)).prompt_ids.tolist() == [9, 4]
 
 
 # ---- GRESO --------------------------------------------------------------------------------------------------------
@@ -245,6 +271,7 @@ def test_greso_state_round_trip_is_exact():
         (lambda: ThompsonPoolSelection(pool_factor=2.5), r"pool_factor=2.5: must be an integer"),
         (lambda: ThompsonPoolSelection(target=1.0), r"target=1.0: must be a number in \(0, 1\)"),
         (lambda: ThompsonPoolSelection(target=0), r"target=0: must be a number in \(0, 1\)"),
+        (lambda: ExpectedValuePool(pool_factor=0), r"pool_factor=0: must be an integer >= 1"),
         (lambda: SettledPromptSkipping(floor=0), r"floor=0: must be a number > 0"),
         (lambda: SettledPromptSkipping(max_pool_factor=0), r"max_pool_factor=0: must be an integer >= 1"),
         (lambda: SettledPromptSkipping(p_initial=0.99), r"p_initial=0.99: must be a number in \[0.05, 0.95\]"),

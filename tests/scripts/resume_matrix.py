@@ -10,7 +10,7 @@ MODE: ``knapsack`` (default), ``dynamic`` (knapsack with DAPO dynamic sampling: 
 ``seq`` (Reinforce-Ada Seq-Balance: sampling in rounds), ``cero`` (CERO with pacing: prompts skipped and
 drawn), ``pilot`` (bayes_knapsack after a pilot round), ``prompt_source`` (knapsack on the batches a stateful
 prompt source composes), ``greso`` (knapsack on GRESO's batches), ``greso_revisit`` (the same under a floor of
-visits), ``mopps`` (knapsack on MoPPS's batches), ... or
+visits), ``mopps`` (knapsack on MoPPS's batches), ``value_pool`` (bayes_knapsack on the pool by expected value), ... or
 ``stream`` (knapsack on the prompts as a streaming dataset: 3 passes; "column" is then the store's rates, a stream
 has no column). Each rank writes
 ``OUT_DIR/rank{process_index}.json``:
@@ -76,6 +76,14 @@ MODES = {
         "allocator": "knapsack",
         "max_rollouts": 6,
         "prompt_source": "mopps",
+        "prompt_source_kwargs": {"pool_factor": 2},
+    },
+    # The pool by bayes_knapsack's expected value: no state of its own, but its choice reads the resumed posterior
+    # and the step's draws, and bayes_knapsack splits the batch by the same value.
+    "value_pool": {
+        "allocator": "bayes_knapsack",
+        "max_rollouts": 6,
+        "prompt_source": "value_pool",
         "prompt_source_kwargs": {"pool_factor": 2},
     },
     # The same prompts as a stream (3 passes, max_steps=6): transformers cannot tell a stream's passes apart.

@@ -148,6 +148,7 @@ def _check_matrix(report: dict, mode: str, rank: int = 0) -> None:
         "greso",
         "greso_revisit",
         "mopps",
+        "value_pool",
         "stream",
     ],
 )
@@ -227,6 +228,7 @@ def _holds_values(value) -> bool:
         "greso",
         "greso_revisit",
         "mopps",
+        "value_pool",
         "stream",
     ],
 )

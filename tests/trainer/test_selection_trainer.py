@@ -8,7 +8,7 @@ from helpers.trainer import build_trainer, make_dataset
 
 
 @pytest.mark.trainer
-@pytest.mark.parametrize("source", ["mopps", "greso"])
+@pytest.mark.parametrize("source", ["mopps", "greso", "value_pool"])
 def test_a_selection_source_trains_and_logs_what_it_examined(tiny_model_dir, tmp_path, source):
     # 8 completions per step, 4 per prompt: U = 2 prompts per batch, pools of up to 4 x 2 from 16 prompts
     trainer = build_trainer(
@@ -17,7 +17,7 @@ def test_a_selection_source_trains_and_logs_what_it_examined(tiny_model_dir, tmp
     trainer.train()
     logged = [log for log in trainer.state.log_history if "prompt_source/examined" in log]
     assert len(logged) == 3
-    if source == "mopps":  # the pool is always 4 x U, and the selection predicts its mixed groups
+    if source in ("mopps", "value_pool"):  # the pool is always 4 x U, and the selection predicts its mixed groups
         assert all(log["prompt_source/examined"] == 8 for log in logged)
         assert all(0.0 <= log["prompt_source/predicted_mixed"] <= 1.0 for log in logged)
     else:  # GRESO examines the offer, and more only when it skipped some

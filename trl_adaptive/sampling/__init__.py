@@ -11,7 +11,8 @@ No torch, no trl. See :mod:`trl_adaptive.sampling.base` for the protocol and the
 ``DynamicSampling(p)`` DAPO's filter around any procedure ``p`` that trains what it generates
 ``PromptSource``       which prompts enter a batch, composed from the sampler's (``source.py``; ``OfferedPrompts``:
                        the sampler's unchanged, the default; ``ThompsonPoolSelection``: MoPPS, ``mopps``;
-                       ``SettledPromptSkipping``: GRESO, ``greso``; ``selection.py``)
+                       ``SettledPromptSkipping``: GRESO, ``greso``; ``ExpectedValuePool``: bayes_knapsack's
+                       expected value over a pool, ``value_pool``; ``selection.py``)
 ``RevisitFloor(s, k)`` source ``s``, except that a prompt passed over k epochs in a row is generated (``revisit.py``)
 =====================  ==========================================================================================
 
@@ -28,7 +29,7 @@ from .pilot_commit import PilotCommit
 from .plan import Pilot, PlanAhead
 from .revisit import RevisitFloor
 from .rules import dynamic_sampling_keep, is_success
-from .selection import SettledPromptSkipping, ThompsonPoolSelection
+from .selection import ExpectedValuePool, SettledPromptSkipping, ThompsonPoolSelection
 from .sequential import ReinforceAdaSeqBalance, ReinforceAdaSeqPos, Sequential
 from .source import OfferedPrompts, PromptSource, SourceBatch, SourceContext
 from .state import state_tree
@@ -39,6 +40,7 @@ __all__ = [
     "BatchRun",
     "CeroPacing",
     "DynamicSampling",
+    "ExpectedValuePool",
     "OfferedPrompts",
     "Outcome",
     "Pilot",

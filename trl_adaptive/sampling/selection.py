@@ -21,6 +21,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from .._validate import check_int, check_number, is_number
+from ..allocation.value import expected_value_table
 from ..batch import is_success
 from .source import PromptSource, SourceBatch, SourceContext
 
@@ -116,6 +117,17 @@ def _check_pool(name: str, factor: int, num_prompts: int, batch_prompts: int) ->
         )
 
 
+def _posterior_pool(source, ctx: SourceContext):
+    """The offered ids and (``source.pool_factor`` - 1) x U drawn ones, with their statistics (the posterior)."""
+    offered = np.asarray(ctx.offered, dtype=np.int64)
+    drawn = np.asarray(ctx.draw(offered, (source.pool_factor - 1) * len(offered)), dtype=np.int64)
+    pool = np.concatenate([offered, drawn]) if source.pool_factor > 1 else offered
+    stats = ctx.statistics(pool)
+    if stats.beta_a is None or stats.beta_b is None:
+        raise ValueError(f"{source.name} reads the store's 'posterior' estimator, but its statistics came without it.")
+    return pool, stats
+
+
 # ---- MoPPS --------------------------------------------------------------------------------------------------------
 class ThompsonPoolSelection(PromptSource):
     """MoPPS (arXiv 2507.04632, verl ``recipe/mopps``): Thompson selection of the U prompts nearest ``target`` from a
@@ -154,13 +166,8 @@ class ThompsonPoolSelection(PromptSource):
         _check_pool("pool_factor", self.pool_factor, num_prompts, batch_prompts)
 
     def compose(self, ctx: SourceContext) -> SourceBatch:
-        offered = np.asarray(ctx.offered, dtype=np.int64)
-        size = len(offered)
-        drawn = np.asarray(ctx.draw(offered, (self.pool_factor - 1) * size), dtype=np.int64)
-        pool = np.concatenate([offered, drawn]) if self.pool_factor > 1 else offered
-        stats = ctx.statistics(pool)
-        if stats.beta_a is None or stats.beta_b is None:
-            raise ValueError("mopps reads the store's 'posterior' estimator, but its statistics came without it.")
+        size = len(ctx.offered)
+        pool, stats = _posterior_pool(self, ctx)
         kept, draws = thompson_nearest(stats.beta_a, stats.beta_b, size, self.target, ctx.rng)
         selected = np.zeros(len(pool), dtype=bool)
         selected[kept] = True
@@ -170,6 +177,53 @@ class ThompsonPoolSelection(PromptSource):
         }
         predicted = expected_mixed_share(stats.beta_a[kept], stats.beta_b[kept], ctx.group_size)
         return SourceBatch(prompt_ids=pool[kept], examined=pool, skipped=skipped, predicted_mixed=predicted)
+
+
+# ---- the pool by expected value (bayes_knapsack's objective) ------------------------------------------------------
+class ExpectedValuePool(PromptSource):
+    """Which prompts by the value function ``bayes_knapsack`` splits a batch by: from a pool of ``pool_factor`` x U
+    candidates, the U whose group of G completions has the largest expected value E[Value(G, p)], p ~ Beta(a, b)
+    (the store's posterior; Knapsack RL's Eq. 5 objective in expectation, :func:`~..allocation.value.
+    expected_value_table`).
+
+    This is the pool knapsack with 0 allowed, solved in two exact steps under TRL's batch shape (U prompts, U x G
+    completions): the prompts of highest expected value at the batch's mean count G, then the allocator's split of
+    U x G over them (``bayes_knapsack`` maximises the same expected value). Unlike MoPPS's Thompson rule it has no
+    randomness: exploration comes only from the posterior (a never-seen prompt, Beta(1, 1), is worth E[Value(G, p)]
+    under the uniform prior, more than a prompt known to be solved or hopeless, less than one known to be near
+    p = 1/3, where p (1 - p)^2 peaks). Ties go to the earlier candidate (offered ids first).
+
+    Args:
+        pool_factor: candidates per batch prompt, >= 1 (default 4, as ``mopps``).
+    """
+
+    name: ClassVar[str] = "value_pool"
+    reads: ClassVar[tuple[str, ...]] = ("posterior",)
+    needs_pool: ClassVar[bool] = True
+
+    def __init__(self, pool_factor: int = 4) -> None:
+        self.pool_factor = check_int(
+            "pool_factor",
+            pool_factor,
+            minimum=1,
+            reason="candidates per prompt",
+            fix="Set it in prompt_source_kwargs.",
+        )
+
+    def check(self, num_prompts: int, batch_prompts: int) -> None:
+        _check_pool("pool_factor", self.pool_factor, num_prompts, batch_prompts)
+
+    def compose(self, ctx: SourceContext) -> SourceBatch:
+        size = len(ctx.offered)
+        pool, stats = _posterior_pool(self, ctx)
+        values = expected_value_table(stats.beta_a, stats.beta_b, ctx.group_size)[:, ctx.group_size]
+        kept = np.sort(np.argsort(-values, kind="stable")[:size])
+        selected = np.zeros(len(pool), dtype=bool)
+        selected[kept] = True
+        predicted = expected_mixed_share(stats.beta_a[kept], stats.beta_b[kept], ctx.group_size)
+        return SourceBatch(
+            prompt_ids=pool[kept], examined=pool, skipped={"lower_value": pool[~selected]}, predicted_mixed=predicted
+        )
 
 
 # ---- GRESO --------------------------------------------------------------------------------------------------------
@@ -290,6 +344,7 @@ class SettledPromptSkipping(PromptSource):
 
 
 __all__ = [
+    "ExpectedValuePool",
     "P_BOUNDS",
     "SettledPromptSkipping",
     "ThompsonPoolSelection",

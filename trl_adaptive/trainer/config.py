@@ -90,9 +90,10 @@ class AdaptiveGRPOConfig(GRPOConfig):
         Registered name of the prompt source, which decides which prompts enter each generation batch
         (docs/sampling.md#prompt-sources-which-prompts-enter-a-batch). `"sampler"` (the default) takes the data's
         sampler's prompts unchanged, as `GRPOTrainer` does. `"mopps"` (MoPPS: a Thompson draw on each candidate's
-        posterior from a pool of `pool_factor` x the batch's prompts, those nearest `target` kept) and `"greso"`
+        posterior from a pool of `pool_factor` x the batch's prompts, those nearest `target` kept), `"greso"`
         (GRESO: prompts whose recent groups all had equal rewards skipped with a probability that grows with the
-        streak) choose which prompts are generated for; they draw candidates beyond the sampler's and need a
+        streak) and `"value_pool"` (the pool's prompts of highest expected value under `bayes_knapsack`'s
+        objective) choose which prompts are generated for; they draw candidates beyond the sampler's and need a
         map-style (not streaming) dataset of at least `pool_factor` (`max_pool_factor`) x the batch's prompts.
     prompt_source_kwargs (`dict` or `str`, *optional*):
         Constructor arguments of the prompt source (a dict, or a JSON string on the command line). With a selecting
@@ -222,7 +223,8 @@ class AdaptiveGRPOConfig(GRPOConfig):
         default="sampler",
         metadata={
             "help": "Which prompts enter each generation batch, by registered name: 'sampler' (the default) takes the "
-            "data's sampler's prompts unchanged, as GRPOTrainer does; 'mopps' and 'greso' select from a larger pool."
+            "data's sampler's prompts unchanged, as GRPOTrainer does; 'mopps', 'greso' and 'value_pool' select from a "
+            "larger pool."
         },
     )
     prompt_source_kwargs: dict[str, Any] | str | None = field(
