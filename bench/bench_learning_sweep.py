@@ -33,7 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_learning import REGIMES, run_all  # noqa: E402
-from learning.analysis import _fmt, accuracy_at, interval, summarize  # noqa: E402
+from learning.analysis import DEFAULT_METHOD, _fmt, accuracy_at, interval, summarize  # noqa: E402
 from learning.runs import METHODS, TASKS, RunSettings  # noqa: E402
 
 
@@ -104,28 +104,35 @@ def relabel(records: list[dict], label: str, reference: bool) -> list[dict]:
 
 
 def same_setting_pairs(by_setting: dict[str, list[dict]], budget: int, checkpoints: int) -> dict[str, dict]:
-    """Each method against uniform at its own setting, paired by seed: final accuracy and mean over the budget."""
+    """Each method against uniform, and against the library's default (DEFAULT_METHOD) where it ran, at its own
+    setting, paired by seed: final accuracy and mean accuracy over the budget."""
     grid = [budget * i / checkpoints for i in range(checkpoints + 1)]
-    pairs = {}
+    pairs: dict[str, dict[str, list[float]]] = {}
     for label, records in by_setting.items():
-        uniform = {r["seed"]: r for r in records if r["method"] == "uniform"}
+        bases = {base: {r["seed"]: r for r in records if r["method"] == base} for base in ("uniform", DEFAULT_METHOD)}
         for r in records:
-            if r["method"] == "uniform" or r["seed"] not in uniform:
-                continue
-            u = uniform[r["seed"]]
-            entry = pairs.setdefault(f"{r['method']}@{label}", {"final": [], "mean": []})
-            entry["final"].append(float(accuracy_at(r["curve"], [budget])[0] - accuracy_at(u["curve"], [budget])[0]))
-            entry["mean"].append(float(accuracy_at(r["curve"], grid).mean() - accuracy_at(u["curve"], grid).mean()))
-    return {name: {key: interval(values) for key, values in entry.items()} for name, entry in pairs.items()}
+            entry = pairs.setdefault(f"{r['method']}@{label}", {})
+            for base, runs in bases.items():
+                if r["method"] == base or r["seed"] not in runs:
+                    continue
+                b = runs[r["seed"]]["curve"]
+                final = accuracy_at(r["curve"], [budget])[0] - accuracy_at(b, [budget])[0]
+                mean = accuracy_at(r["curve"], grid).mean() - accuracy_at(b, grid).mean()
+                entry.setdefault(f"final_vs_{base}", []).append(float(final))
+                entry.setdefault(f"mean_vs_{base}", []).append(float(mean))
+    return {name: {k: interval(v) for k, v in entry.items()} for name, entry in pairs.items() if entry}
 
 
 def same_setting_table(pairs: dict[str, dict]) -> str:
+    columns = [f"{what}_vs_{base}" for base in ("uniform", DEFAULT_METHOD) for what in ("final", "mean")]
     lines = [
-        "| method@setting | final acc., paired vs uniform at the same setting | mean acc. over the budget, same |",
-        "|---|---|---|",
+        "| method@setting | final acc., paired vs uniform at the same setting | mean acc. over the budget, same | "
+        f"final acc., paired vs {DEFAULT_METHOD} (the default) at the same setting | mean acc., same |",
+        "|---|---|---|---|---|",
     ]
     for name, entry in pairs.items():
-        lines.append(f"| {name} | {_fmt(entry['final'], signed=True)} | {_fmt(entry['mean'], signed=True)} |")
+        cells = [_fmt(entry.get(column, {"mean": None}), signed=True) for column in columns]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 

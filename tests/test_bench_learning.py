@@ -250,25 +250,36 @@ def test_the_sweep_pairs_each_setting_against_the_reference_and_its_own_uniform(
     def fake_run_all(methods, seeds, settings, model_path, out, cached_only=False):
         assert settings.token_budget == 1000 and out.parent.name == "out"
         gain = gains[settings.prompts_per_step, settings.steps_per_generation]
-        # uniform_greso adds 0.02 at every setting
-        return [_record(m, s, 0.6 + gain + 0.02 * (m == "uniform_greso") + 0.01 * s) for s in seeds for m in methods]
+        # uniform_greso adds 0.02 at every setting, the default 0.01
+        extra = {"uniform": 0.0, "uniform_greso": 0.02, "bayes_knapsack_uniform_tokens": 0.01}
+        return [_record(m, s, 0.6 + gain + extra[m] + 0.01 * s) for s in seeds for m in methods]
 
     monkeypatch.setattr(sweep, "run_all", fake_run_all)
     monkeypatch.setattr(model, "pretrained_model", lambda **kwargs: tmp_path)
-    argv = ["--task", "skills", "--seeds", "3", "--methods", "uniform_greso", "--setting", "prompts_per_step=8",
+    argv = ["--task", "skills", "--seeds", "3", "--methods", "uniform_greso", "bayes_knapsack_uniform_tokens",
+            "--setting", "prompts_per_step=8",
             "--setting", "steps_per_generation=4", "--token_budget", "1000",
             "--output_dir", str(tmp_path / "out")]  # fmt: skip
     assert sweep.main(argv) == 0
     saved = json.loads((tmp_path / "out" / "sweep.json").read_text())
     methods = saved["summary"]["methods"]
     # the reference setting runs --reference_methods only (uniform by default)
-    assert set(methods) == {"uniform", "uniform@prompts_per_step=8", "uniform_greso@prompts_per_step=8",
-                            "uniform@steps_per_generation=4", "uniform_greso@steps_per_generation=4"}  # fmt: skip
+    settings = ["prompts_per_step=8", "steps_per_generation=4"]
+    others = ["uniform", "uniform_greso", "bayes_knapsack_uniform_tokens"]
+    assert set(methods) == {"uniform"} | {f"{m}@{s}" for m in others for s in settings}
     assert methods["uniform@steps_per_generation=4"]["paired_difference_at"]["1.0"]["mean"] == pytest.approx(0.2)
     assert methods["uniform_greso@prompts_per_step=8"]["paired_difference_at"]["1.0"]["mean"] == pytest.approx(0.12)
     same = saved["same_setting"]
-    assert set(same) == {"uniform_greso@prompts_per_step=8", "uniform_greso@steps_per_generation=4"}
-    assert all(entry["final"]["mean"] == pytest.approx(0.02) for entry in same.values())
+    assert set(same) == {f"{m}@{s}" for m in others for s in settings}
+    for setting in settings:
+        assert list(same[f"uniform@{setting}"]) == [
+            "final_vs_bayes_knapsack_uniform_tokens",
+            "mean_vs_bayes_knapsack_uniform_tokens",
+        ]
+        greso, default = same[f"uniform_greso@{setting}"], same[f"bayes_knapsack_uniform_tokens@{setting}"]
+        assert greso["final_vs_uniform"]["mean"] == pytest.approx(0.02)
+        assert greso["final_vs_bayes_knapsack_uniform_tokens"]["mean"] == pytest.approx(0.01)
+        assert default["final_vs_uniform"]["mean"] == pytest.approx(0.01) and len(default) == 2  # not vs itself
     assert "| uniform_greso@steps_per_generation=4 |" in (tmp_path / "out" / "sweep.md").read_text()
 
 
