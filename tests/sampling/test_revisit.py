@@ -37,6 +37,8 @@ def test_a_prompt_passed_over_k_offers_is_generated_at_the_next():
         batch = floor.compose(context([0, 10, 11], seed=epoch, step=epoch))
         check_source_batch(floor, context([0, 10, 11]), batch)
         chosen.append(0 in batch.prompt_ids.tolist())
+        # logged at every batch, empty until a prompt was passed over twice (10 and 11 settle once generated)
+        assert (0 in batch.revisited.tolist()) == (epoch == 2) and (epoch >= 2 or batch.revisited.tolist() == [])
         generate(floor, batch)
     # skipped at epochs 0 and 1 (passed over 1x, 2x), forced at epoch 2, then the count starts again
     assert chosen == [False, False, True, False]

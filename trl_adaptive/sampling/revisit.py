@@ -53,10 +53,8 @@ class RevisitFloor(PromptSource):
                 "from prompt_source_kwargs."
             )
         self.source = source
-        self.epochs = check_int(
-            "revisit_epochs", epochs, minimum=1, reason="epochs a prompt may be passed over", fix="Set it in "
-            "prompt_source_kwargs."
-        )  # fmt: skip
+        reason, fix = "epochs a prompt may be passed over", "Set it in prompt_source_kwargs."
+        self.epochs = check_int("revisit_epochs", epochs, minimum=1, reason=reason, fix=fix)
         self.name, self.reads, self.needs_pool = source.name, source.reads, source.needs_pool
         self._passed: dict[int, int] = {}
         self._offered: np.ndarray | None = None  # this batch's offer, until end_step counts it
@@ -69,8 +67,8 @@ class RevisitFloor(PromptSource):
         offered = np.asarray(ctx.offered, dtype=np.int64)
         self._offered = offered
         due_mask = self.passed_over(offered) >= self.epochs
-        if not due_mask.any():
-            return self.source.compose(ctx)
+        if not due_mask.any():  # logged as 0 forced, so the metric is there at every batch
+            return dataclasses.replace(self.source.compose(ctx), revisited=np.zeros(0, dtype=np.int64))
         due, rest = offered[due_mask], offered[~due_mask]
         if len(rest) == 0:
             return SourceBatch(prompt_ids=due, examined=due, skipped={}, revisited=due)
