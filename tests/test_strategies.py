@@ -72,6 +72,53 @@ def test_one_name_means_one_thing(registry_restored):
     register_strategy(Strategy("knapsack", allocator=KnapsackAllocator, papers=("knapsack_rl",)))  # the same: kept
 
 
+NOTEBOOK_CELL = """
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from trl_adaptive.allocation import Allocator, largest_remainder
+from trl_adaptive.sampling.source import OfferedPrompts
+from trl_adaptive.strategies import register_allocator, register_prompt_source
+
+
+@register_allocator
+@dataclass
+class HalfAndHalf(Allocator):
+    name: ClassVar[str] = "half_and_half"
+    reads: ClassVar[tuple[str, ...]] = ()
+
+    def _allocate(self, stats, budget):
+        return largest_remainder(np.full(len(stats), budget / len(stats)), budget)
+
+
+@register_prompt_source
+class NotebookSource(OfferedPrompts):
+    name: ClassVar[str] = "notebook_source"
+"""
+
+
+def test_re_running_a_notebook_cell_replaces_its_registrations(registry_restored):
+    """The same class statement run again (same module and qualified name) replaces the name's class; another class
+    under a taken name is still refused."""
+    saved_sources = dict(strategies._PROMPT_SOURCES)
+    try:
+        first, second = {"__name__": "__main__"}, {"__name__": "__main__"}
+        exec(NOTEBOOK_CELL, first)
+        exec(NOTEBOOK_CELL, second)  # the cell re-run: new class objects, same definitions
+        assert first["HalfAndHalf"] is not second["HalfAndHalf"]
+        assert strategy("half_and_half").allocator is second["HalfAndHalf"]
+        assert strategies.prompt_source("notebook_source") is second["NotebookSource"]
+        with pytest.raises(ValueError, match="'half_and_half' is already registered to .*HalfAndHalf"):
+            exec(NOTEBOOK_CELL.replace("class HalfAndHalf", "class Impostor"), {"__name__": "__main__"})
+        with pytest.raises(ValueError, match="'notebook_source' is already registered to .*NotebookSource"):
+            exec(NOTEBOOK_CELL.replace("class NotebookSource", "class Impostor"), {"__name__": "__main__"})
+    finally:
+        strategies._PROMPT_SOURCES.clear()
+        strategies._PROMPT_SOURCES.update(saved_sources)
+
+
 def test_cero_means_pacing_by_name_by_object_and_in_the_simulator():
     from trl_adaptive.sim import simulated_procedure
 

@@ -107,4 +107,16 @@ def check_number(
     return float(value)
 
 
-__all__ = ["check_int", "check_number", "is_int", "is_number"]
+def check_bool(name: str, value: Any, *, fix: str = "") -> bool:
+    """``value`` as a ``bool``; a ValueError unless it is a Python or numpy bool.
+
+    A string is refused, not read: ``bool("false")`` is True, so ``dynamic_sampling="false"`` would turn it on. (The
+    command line's ``--dynamic_sampling false`` is parsed to a bool by ``TrlParser`` before it gets here.)
+    """
+    if not isinstance(value, (bool, np.bool_)):
+        reason = "a string is not read as a bool" if isinstance(value, str) else ""
+        raise _fail(name, value, "True or False", reason, fix or f"Pass {name}=True or {name}=False.")
+    return bool(value)
+
+
+__all__ = ["check_bool", "check_int", "check_number", "is_int", "is_number"]

@@ -148,10 +148,25 @@ class Strategy:
 _STRATEGIES: dict[str, Strategy] = {}
 
 
+def _same_definition(held: Any, new: Any) -> bool:
+    """Whether ``new`` is ``held`` or the same class statement run again (its module and qualified name): a notebook
+    cell re-run, or a module reloaded, defines a new class object that replaces the old one."""
+    if held is new:
+        return True
+    return all(isinstance(c, type) for c in (held, new)) and (held.__module__, held.__qualname__) == (
+        new.__module__,
+        new.__qualname__,
+    )
+
+
 def register_strategy(entry: Strategy) -> Strategy:
-    """Make ``entry.name`` a config name. A name registered to another class is refused: one name, one thing."""
+    """Make ``entry.name`` a config name. A name registered to another class is refused: one name, one thing; the
+    same class defined again (a re-run notebook cell, a reloaded module) replaces it."""
     held = _STRATEGIES.get(entry.name)
-    if held is not None and (held.allocator, held.procedure) != (entry.allocator, entry.procedure):
+    same = held is not None and all(
+        _same_definition(a, b) for a, b in ((held.allocator, entry.allocator), (held.procedure, entry.procedure))
+    )
+    if held is not None and not same:
         raise ValueError(
             f"strategy {entry.name!r} is already registered to {held.allocator or held.procedure}; give "
             f"{entry.allocator or entry.procedure} another name."
@@ -264,11 +279,12 @@ _PROMPT_SOURCES: dict[str, type[PromptSource]] = {}
 
 
 def register_prompt_source(cls: type[PromptSource]) -> type[PromptSource]:
-    """Make ``cls.name`` a ``prompt_source`` name (usable as a class decorator); one name, one class."""
+    """Make ``cls.name`` a ``prompt_source`` name (usable as a class decorator); one name, one class (the same class
+    defined again, as by a re-run notebook cell, replaces it)."""
     if not (isinstance(cls, type) and issubclass(cls, PromptSource)) or not getattr(cls, "name", ""):
         raise ValueError(f"{cls!r} must be a PromptSource subclass with a class attribute `name` to be registered.")
     held = _PROMPT_SOURCES.get(cls.name)
-    if held is not None and held is not cls:
+    if held is not None and not _same_definition(held, cls):
         raise ValueError(f"prompt source {cls.name!r} is already registered to {held}; give {cls} another name.")
     _PROMPT_SOURCES[cls.name] = cls
     return cls

@@ -36,6 +36,7 @@ from trl_adaptive.sampling import (
     is_success,
     pad_round,
 )
+from trl_adaptive.sampling.dynamic import STOP_OUT_OF_PROMPTS, STOP_ROUND_LIMIT
 from trl_adaptive.stats import PromptStatistics
 from trl_adaptive.strategies import as_procedure, get_allocator, registered_allocators, registered_strategies
 
@@ -272,6 +273,21 @@ def test_filled_completions_carry_weight_zero_even_with_shaped_rewards(name):
     assert outcome.record.metrics["dynamic_sampling/filled"] == BUDGET
     assert np.ptp(outcome.record.rewards) > 0  # the fill has reward variance
     np.testing.assert_array_equal(outcome.record.weights[trained], 0.0)
+
+
+@pytest.mark.parametrize(
+    ("max_rounds", "stop"), [(100_000, STOP_OUT_OF_PROMPTS), (2, STOP_ROUND_LIMIT)], ids=["out_of_prompts", "limit"]
+)
+def test_dynamic_sampling_logs_the_rounds_it_took_and_why_it_stopped(max_rounds, stop):
+    """Every prompt solved: every group is dropped and prompts are drawn until the data runs out (96 prompts, about 8
+    drawn a round) or the round limit is reached; the rounds that ran are logged, not the limit."""
+    procedure, world = DynamicSampling(_plan("uniform"), max_rounds), World(seed=3)
+    world.p[:] = 1.0
+    outcome = run_step(procedure, world, 0, 1)
+    extra = outcome.record.metrics["dynamic_sampling/extra_rounds"]
+    assert extra == (2 if max_rounds == 2 else (NUM_PROMPTS - BATCH) // BATCH)
+    assert outcome.record.notes["dynamic_sampling_stop"] == stop
+    assert outcome.record.metrics["dynamic_sampling/filled"] == BUDGET
 
 
 def test_pilot_commit_under_dynamic_sampling_evicts_the_batchs_solved_prompts():

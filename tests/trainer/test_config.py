@@ -67,11 +67,11 @@ def test_trl_parser_reads_the_new_fields(tmp_path):
     [
         ({"allocator": "nope"}, "allocator='nope' is not a registered allocator"),
         ({"min_rollouts": 1}, "min_rollouts=1"),
-        ({"max_rollouts": 3}, "num_generations=4 is the average"),
-        ({"min_rollouts": 5, "max_rollouts": 8}, "num_generations=4 is the average"),
+        ({"max_rollouts": 3}, "min_rollouts <= num_generations <= max_rollouts must hold, .* and max_rollouts=3"),
+        ({"min_rollouts": 5, "max_rollouts": 8}, "min_rollouts=5, num_generations=4 and max_rollouts=8"),
         (
             {"allocator": "knapsack", "allocator_kwargs": {"max_rollouts": 3}},
-            "num_generations=4 is the average .* allocator_kwargs sets max_rollouts=3",
+            "num_generations=4 and allocator_kwargs sets max_rollouts=3. num_generations is the average",
         ),
         ({"allocator_kwargs": "{not json"}, "allocator_kwargs is not valid JSON"),
         ({"num_generations": 1}, "at least 2 generations"),
@@ -103,6 +103,98 @@ def test_invalid_config_fails_at_construction(tmp_path, overrides, message):
     kwargs.update(overrides)
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace("[", r"\[")):
         AdaptiveGRPOConfig(**kwargs)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        # strings are not booleans: bool("false") is True (min_rollouts="2" is refused the same way)
+        ({"dynamic_sampling": "false"}, "dynamic_sampling='false': must be True or False (a string is not read"),
+        ({"log_allocations": "false"}, "log_allocations='false': must be True or False"),
+        ({"equal_prompt_weighting": "no"}, "equal_prompt_weighting='no': must be True or False"),
+        # a token budget set twice, differently
+        (
+            {"allocator": "knapsack", "generation_token_budget": 200, "allocator_kwargs": {"token_budget": 100}},
+            "generation_token_budget=200 but allocator_kwargs sets token_budget=100. Set it once",
+        ),
+        (
+            {"allocator": "knapsack", "generation_token_budget": None, "allocator_kwargs": {"token_budget": 100}},
+            "generation_token_budget=None but allocator_kwargs sets token_budget=100",
+        ),
+        # the constraint in the user's terms, blaming no field the user did not set
+        (
+            {"min_rollouts": 6},
+            "min_rollouts <= num_generations <= max_rollouts must hold, but the config has min_rollouts=6, "
+            "num_generations=4 and max_rollouts unset .* Lower min_rollouts to at most 4, or raise num_generations "
+            "to at least 6",
+        ),
+        ({"prompt_id_column": 5}, "prompt_id_column=5: must be a non-empty column name (a str)"),
+        ({"success_rate_column": None}, "success_rate_column=None: must be a non-empty column name"),
+        (
+            {"success_rate_prior_weight": float("inf")},
+            "success_rate_prior_weight=inf: must be a finite number >= 0 (pseudo-observations",
+        ),
+        # Pilot-Commit: a pilot that leaves nothing to commit names the setting that works
+        (
+            {"allocator": "pilot_commit", "pilot_rollouts": 4},
+            "pilot_rollouts=4 leaves nothing to commit: .* Set pilot_rollouts=2 (the config field, or "
+            'allocator_kwargs={"pilot_rollouts": 2})',
+        ),
+        (
+            {"allocator": "pilot_commit", "allocator_kwargs": {"pilot_rollouts": 4}},
+            "pilot_rollouts=4 leaves nothing to commit",
+        ),
+        (
+            {"allocator": "pilot_commit", "num_generations": 2},
+            "Pilot-Commit needs num_generations >= 3",
+        ),
+        (
+            {"allocator": "pilot_commit", "pilot_rollouts": 2, "allocator_kwargs": {"pilot_rollouts": 3}},
+            "allocator_kwargs sets pilot_rollouts=3 but the config has pilot_rollouts=2. Set it once",
+        ),
+    ],
+)
+def test_what_a_new_user_got_wrong_fails_at_construction_naming_the_fix(tmp_path, overrides, message):
+    kwargs = tiny_config_kwargs(str(tmp_path))
+    kwargs.update(overrides)
+    pattern = message.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[").replace("{", r"\{")
+    with pytest.raises(ValueError, match=pattern):
+        AdaptiveGRPOConfig(**kwargs)
+
+
+def test_following_the_rollout_bounds_advice_gives_a_config_that_builds(tmp_path):
+    """min_rollouts=6 with num_generations=4: either fix the message names works (no second, different error)."""
+    AdaptiveGRPOConfig(**tiny_config_kwargs(str(tmp_path), min_rollouts=4))
+    AdaptiveGRPOConfig(
+        **tiny_config_kwargs(
+            str(tmp_path), min_rollouts=6, num_generations=6, generation_batch_size=12, per_device_train_batch_size=12
+        )
+    )
+
+
+@pytest.mark.parametrize(("num_generations", "pilot"), [(4, 2), (8, 4), (16, 4), (3, 2)])
+def test_pilot_commits_default_pilot_fits_the_batch(tmp_path, num_generations, pilot):
+    """The paper's pilot of 4 where it leaves something to commit, else half the average (at least 2); the config
+    field pilot_rollouts is pilot_commit's own pilot, as allocator_kwargs' is."""
+    batch = 4 * num_generations
+    common = tiny_config_kwargs(
+        str(tmp_path), num_generations=num_generations, per_device_train_batch_size=batch, allocator="pilot_commit"
+    )
+    assert AdaptiveGRPOConfig(**common).build_procedure().pilot_rollouts == pilot
+    if num_generations > 3:
+        assert AdaptiveGRPOConfig(**common, pilot_rollouts=3).build_procedure().pilot_rollouts == 3
+        assert (
+            AdaptiveGRPOConfig(**common, allocator_kwargs={"pilot_rollouts": 3}).build_procedure().pilot_rollouts == 3
+        )
+
+
+def test_booleans_from_the_command_line_still_parse(tmp_path):
+    parser = TrlParser(AdaptiveGRPOConfig)
+    common = ["--output_dir", str(tmp_path), "--use_cpu", "true"]
+    (args,) = parser.parse_args_into_dataclasses([*common, "--dynamic_sampling", "false", "--log_allocations", "no"])
+    assert args.dynamic_sampling is False and args.log_allocations is False
+    (args,) = parser.parse_args_into_dataclasses([*common, "--dynamic_sampling", "true"])
+    assert args.dynamic_sampling is True
 
 
 def test_indivisible_generation_batch_is_rejected(tmp_path):

@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +21,7 @@ from helpers import REPO
 from helpers.allocation import RecordingAllocator, holds_state, run_steps
 from helpers.launch import launch_two_ranks
 from helpers.prompt_sources import LeastPickedPool  # noqa: F401  (registers "test_least_picked")
-from helpers.trainer import build_trainer, make_dataset
+from helpers.trainer import build_trainer, make_dataset, reward_length, tiny_config_kwargs
 
 from trl_adaptive import AdaptiveGRPOTrainer
 from trl_adaptive.report.run_files import ADAPTIVE_STATE_FILE, ALLOCATION_LOG_FILE
@@ -388,3 +389,59 @@ def test_resume_true_when_no_checkpoint_loads_names_why_without_a_circular_remed
         _trainer(tiny_model_dir, tmp_path, max_steps=3, success_threshold=0.5).train(resume_from_checkpoint=True)
     assert "Resume from an earlier checkpoint" not in str(error.value)  # there is none to fall back to
     assert _files(tmp_path) == before
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# What a new user tried: an explicit damaged path, a plain GRPOTrainer's checkpoint
+# ---------------------------------------------------------------------------------------------------------------------
+def test_an_explicit_damaged_checkpoint_is_refused_without_claiming_to_resume(tiny_model_dir, tmp_path):
+    """No "resuming from ..." warning precedes the refusal; the error names the complete checkpoint beside it."""
+    _trainer(tiny_model_dir, tmp_path, max_steps=4).train()
+    (tmp_path / "checkpoint-4" / ADAPTIVE_STATE_FILE).write_text('{"format_vers')  # an interrupted save
+    (tmp_path / "checkpoint-3" / ADAPTIVE_STATE_FILE).unlink()
+    trainer = _trainer(tiny_model_dir, tmp_path, max_steps=5)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        with pytest.raises(FileNotFoundError, match=r"Cannot resume from .*checkpoint-4: it is incomplete") as error:
+            trainer.train(resume_from_checkpoint=str(tmp_path / "checkpoint-4"))
+    assert "resuming from" not in " ".join(str(w.message) for w in seen).lower()
+    assert "Resume from " + str(tmp_path / "checkpoint-2") in str(error.value)
+
+
+def test_a_grpo_trainer_checkpoint_is_refused_naming_the_fresh_start_that_works(tiny_model_dir, tmp_path):
+    """A plain GRPOTrainer's checkpoint has no adaptive state: both ways of resuming say to start fresh from its
+    weights with model=<checkpoint>, and that works."""
+    from trl import GRPOConfig, GRPOTrainer
+
+    config = tiny_config_kwargs(str(tmp_path / "grpo"), max_steps=1, save_strategy="steps", save_steps=1)
+    GRPOTrainer(str(tiny_model_dir), reward_length, GRPOConfig(**config), train_dataset=make_dataset(4)).train()
+    checkpoint = tmp_path / "grpo" / "checkpoint-1"
+    fix = f"AdaptiveGRPOTrainer(model='{checkpoint}', ...) without resume_from_checkpoint"
+    trainer = _trainer(tiny_model_dir, tmp_path / "grpo", max_steps=2)
+    with pytest.raises(ValueError, match="was written by GRPOTrainer") as error:
+        trainer.train(resume_from_checkpoint=str(checkpoint))
+    assert fix in str(error.value)
+    with pytest.raises(ValueError, match="were written by GRPOTrainer") as error:
+        trainer.train(resume_from_checkpoint=True)
+    assert fix in str(error.value)
+    fresh = _trainer(str(checkpoint), tmp_path / "fresh", max_steps=1)
+    fresh.train()
+    assert fresh.state.global_step == 1
+
+
+def test_train_called_twice_closes_the_second_runs_epochs(tiny_model_dir, tmp_path):
+    """A second train() on the same trainer (a notebook's) continues from its statistics, and its epochs close:
+    the success-rate column and the rates the knapsack reads are the second run's last epoch's."""
+    trainer = _trainer(tiny_model_dir, tmp_path, max_steps=-1, num_train_epochs=1, save_strategy="no")
+    trainer.train()
+    store, ids = trainer.prompt_statistics, np.arange(4)
+    first = store.batch(ids)
+    assert store.epoch == 1
+    trainer.train()
+    second = store.batch(ids)
+    assert store.epoch == 2 and trainer.adaptive_state.epochs_closed == 1
+    np.testing.assert_array_equal(second.attempts, 2 * first.attempts)  # every prompt, each run, the same count
+    column = np.array(trainer.train_dataset["success_rate"])
+    np.testing.assert_allclose(column, store.success_rates(ids))
+    saved = PromptStatistics.load(tmp_path / "prompt_statistics.json", **store.config)
+    assert saved.state_dict() == store.state_dict() and saved.epoch == 2

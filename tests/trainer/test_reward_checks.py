@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 from helpers.trainer import build_trainer
 
+from trl_adaptive.sampling.dynamic import STOP_OUT_OF_PROMPTS, STOP_ROUND_LIMIT
 from trl_adaptive.stats import PromptStatistics
-from trl_adaptive.trainer.reward_checks import RewardChecks
+from trl_adaptive.trainer.reward_checks import RewardChecks, checked_reward_function
 
 
 def _messages(record) -> list[str]:
@@ -55,6 +56,69 @@ def test_no_success_after_the_first_epoch_warns_only_for_shaped_rewards():
     assert "success_threshold=1.0" in message and "highest reward was 0.9" in message
     assert run(np.zeros(4)) == []  # 0/1 rewards never solved: a hard task, not a threshold set wrong
     assert run(np.array([0.2, 1.0, 0.0, 0.9])) == []  # some success
+    # the other side: a grader scoring 1-3 against the default threshold 1.0 counts every completion a success
+    (message,) = run(np.array([1.0, 3.0, 2.0, 1.5]))
+    assert "every completion reached success_threshold=1.0 (the lowest reward was 1.0)" in message
+    assert "every prompt counts as solved" in message
+    assert run(np.ones(4)) == []  # 0/1 rewards always solved: an easy task
+    assert run(np.array([1.0, 3.0, 0.5, 1.5])) == []  # some failure
+
+
+@pytest.mark.parametrize(
+    ("extra", "stop", "advice"),
+    [
+        (3, STOP_OUT_OF_PROMPTS, "more rounds would not have helped"),
+        (100_000, STOP_ROUND_LIMIT, "raise dynamic_sampling_max_rounds"),
+    ],
+)
+def test_the_dynamic_fill_warning_gives_the_rounds_that_ran_and_why_the_fill_stopped(extra, stop, advice):
+    checks = RewardChecks("group")
+    metrics = {"dynamic_sampling/filled": 8.0, "dynamic_sampling/extra_rounds": float(extra)}
+    with pytest.warns(UserWarning) as seen:
+        checks.dynamic_fill(metrics, {"dynamic_sampling_stop": stop}, 64, 100_000)
+        checks.dynamic_fill(metrics, {"dynamic_sampling_stop": stop}, 64, 100_000)  # once
+    (message,) = _messages(seen)
+    assert f"after {extra} extra round(s) (at most 100000) the batch still lacked 8 of 64" in message
+    assert f"because {stop}" in message and advice in message
+
+
+async def _async_strings(completions, **kwargs):
+    return ["1.0"] * len(completions)
+
+
+@pytest.mark.parametrize(
+    ("output", "shown"),
+    [
+        (["1.0", "0.0"], "item 0 of its 2 is '1.0' (a str)"),
+        (0.5, "it returned 0.5 (a float)"),
+        ("good", "it returned 'good' (a str)"),
+        ([[1.0], [0.0]], "item 0 of its 2 is [1.0] (a list)"),
+        (np.ones((2, 1)), "(a ndarray)"),
+    ],
+)
+def test_a_reward_function_with_the_wrong_output_is_named_with_the_shape_it_must_return(output, shown):
+    def my_reward(completions, **kwargs):
+        return output
+
+    checked = checked_reward_function(my_reward, "my_reward")
+    assert checked.__name__ == "my_reward" and checked.__wrapped__ is my_reward
+    with pytest.raises(TypeError, match="Reward function 'my_reward' must return a list with one float per") as error:
+        checked(completions=["a", "b"])
+    assert shown in str(error.value)
+
+
+def test_good_reward_outputs_pass_through_unchanged_and_async_stays_async():
+    import asyncio
+    import inspect
+
+    import torch
+
+    for output in ([1.0, None, 0], (True, np.float32(0.5)), np.array([0.5, 1.0]), torch.tensor([1.0, 0.0])):
+        assert checked_reward_function(lambda completions, out=output, **k: out, "r")(completions=[]) is output
+    checked = checked_reward_function(_async_strings, "_async_strings")
+    assert inspect.iscoroutinefunction(checked)
+    with pytest.raises(TypeError, match="Reward function '_async_strings' must return"):
+        asyncio.run(checked(completions=["a"]))
 
 
 def _shaped(completions, **kwargs) -> list[float]:
@@ -85,3 +149,21 @@ def test_a_run_warns_once_about_infinite_and_never_successful_shaped_rewards(tin
     assert not any("no completion has reached" in m for m in messages), messages
     messages = [m for m in train(_shaped, tmp_path / "shaped") if "success_threshold" in m]
     assert len(messages) == 1 and "no completion has reached success_threshold=2.0" in messages[0], messages
+
+
+@pytest.mark.trainer
+@pytest.mark.parametrize(
+    ("reward", "shown"),
+    [
+        (lambda completions, **kwargs: ["1"] * len(completions), "item 0 of its 8 is '1' (a str)"),
+        (lambda completions, **kwargs: 1.0, "it returned 1.0 (a float)"),
+    ],
+    ids=["strings", "scalar"],
+)
+def test_a_run_names_the_reward_function_that_returns_the_wrong_shape(tiny_model_dir, tmp_path, reward, shown):
+    """GRPOTrainer fails inside torch ('too many dimensions 'str'', 'float' object is not iterable'); ours names the
+    function and what it must return."""
+    trainer = build_trainer(tiny_model_dir, tmp_path, reward_funcs=reward, max_steps=1)
+    with pytest.raises(TypeError, match="Reward function '<lambda>' must return a list with one float") as error:
+        trainer.train()
+    assert shown in str(error.value)

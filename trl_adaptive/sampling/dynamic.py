@@ -13,6 +13,13 @@ from ..allocation.base import Allocator
 from .base import BatchContext, BatchRecord, Procedure, Round, relay
 from .rules import dynamic_sampling_keep, is_success
 
+# Why a batch's extra rounds stopped (``record.notes["dynamic_sampling_stop"]``; the fill warning says it).
+STOP_FULL = "the batch was full"
+STOP_ROUND_LIMIT = "dynamic_sampling_max_rounds was reached"
+STOP_TOO_FEW_MISSING = "the missing completions were fewer than min_rollouts, too few for one more group"
+STOP_OUT_OF_PROMPTS = "the training data had no further prompts to draw (every prompt was already in the batch)"
+STOP_INNER_REFUSED = "the strategy could not split the missing completions over the drawn prompts"
+
 
 @dataclass
 class DynamicSampling(Procedure):
@@ -73,21 +80,28 @@ class DynamicSampling(Procedure):
 
     def rounds(self, ctx: BatchContext, record: BatchRecord) -> Generator[Round, None, np.ndarray]:
         yield from relay(self.inner.rounds(ctx, record))
-        low, drawn, extra = max(self.min_rollouts, 1), 0, 0
-        while (missing := ctx.budget - len(self._kept(record))) > 0 and extra < self.max_rounds:
+        low, drawn, extra, stop = max(self.min_rollouts, 1), 0, 0, STOP_FULL
+        while (missing := ctx.budget - len(self._kept(record))) > 0:
+            if extra >= self.max_rounds:
+                stop = STOP_ROUND_LIMIT
+                break
             number = min(max(1, missing // ctx.group_size), missing // low)
             number = max(number, -(-missing // self.max_rollouts))  # enough prompts to hold `missing` within N_up
             if number == 0 or number * low > missing:
+                stop = STOP_TOO_FEW_MISSING
                 break
             ids = ctx.draw_prompts(record.prompt_ids, number)
             if len(ids) < number:
+                stop = STOP_OUT_OF_PROMPTS
                 break
             try:
                 self.inner.check(len(ids), missing, ctx.group_size)
-            except ValueError:
+            except ValueError as refusal:
+                stop = f"{STOP_INNER_REFUSED} ({refusal})"
                 break
             extra, drawn = extra + 1, drawn + len(ids)
             yield from relay(self.inner.rounds(ctx.replace(prompt_ids=ids, budget=missing), record))
+        record.notes["dynamic_sampling_stop"] = stop
         kept = self._kept(record)[: ctx.budget]
         mixed = self._mixed(record)
         fill = np.flatnonzero(~mixed[record.group_ids])[: ctx.budget - len(kept)]
@@ -97,6 +111,7 @@ class DynamicSampling(Procedure):
             {
                 "dynamic_sampling/groups_dropped": float(np.sum(~mixed & (record.counts() > 0))),
                 "dynamic_sampling/prompts_drawn": float(drawn),
+                "dynamic_sampling/extra_rounds": float(extra),
                 "dynamic_sampling/filled": float(len(fill)),
             }
         )

@@ -58,9 +58,15 @@ class PilotCommit(Procedure):
 
     def check(self, num_prompts: int, budget: int, group_size: int) -> None:
         if self.pilot_rollouts >= group_size:
+            fix = (
+                f"Set pilot_rollouts={max(2, group_size // 2)} (the config field, or allocator_kwargs="
+                f'{{"pilot_rollouts": {max(2, group_size // 2)}}}), or raise num_generations.'
+                if group_size >= 3
+                else "Pilot-Commit needs num_generations >= 3 (a pilot of at least 2, and more to commit): raise it."
+            )
             raise ValueError(
                 f"pilot_rollouts={self.pilot_rollouts} leaves nothing to commit: it must be below "
-                f"num_generations={group_size}."
+                f"num_generations={group_size}, the average completions per prompt. {fix}"
             )
         if budget > num_prompts * self.max_rollouts:
             raise ValueError(f"budget={budget} exceeds {num_prompts} prompts x max_rollouts={self.max_rollouts}.")

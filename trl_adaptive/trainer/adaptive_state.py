@@ -124,6 +124,15 @@ class AdaptiveState:
             self.epoch_start_step = global_step
         return closed_any
 
+    def start_another_run(self) -> bool:
+        """``train()`` called again on the same trainer, without resuming: the epoch the last run left open (an
+        interrupted run's) is closed, and the new run's trainer epochs, numbered from 0 again, are counted from 0.
+        The statistics carry over, as they do into a trainer built with ``statistics=``. True when an epoch was
+        closed."""
+        closed_any = self.close_epochs_through(max(self.epochs_closed, self.current_epoch + 1))
+        self.epochs_closed = self.current_epoch = self.epoch_start_step = self.resumed_epochs_trained = 0
+        return closed_any
+
     def epoch_position(self, global_step: int) -> dict[str, int]:
         """Where in the data the run is at ``global_step``: the epoch, and the steps made in it."""
         return {"epoch": self.current_epoch, "steps_in_epoch": int(global_step - self.epoch_start_step)}

@@ -189,8 +189,9 @@ class BatchDriver:
         if port.is_main_process:
             self.state.end_step(outcome, settings.success_threshold)  # procedure's and source's state
             self.reward_checks.observe(record.rewards, record.prompt_ids[record.group_ids], store)
-        filled = record.metrics.get("dynamic_sampling/filled", 0)
-        self.reward_checks.dynamic_fill(filled, len(outcome.selected), settings.dynamic_sampling_max_rounds)
+        self.reward_checks.dynamic_fill(
+            record.metrics, record.notes, len(outcome.selected), settings.dynamic_sampling_max_rounds
+        )
         generated = (rewards_per_func if round_rewards is None else round_rewards).to(device)
         port.log(generated_reward_metrics(generated, settings.reward_func_names, settings.reward_weights))
         port.log(round_metrics(outcome) | self.state.visits.visit(record.prompt_ids, record.counts()))

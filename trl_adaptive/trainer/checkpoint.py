@@ -15,7 +15,6 @@ from (or none yet), and ``resume_from_checkpoint=True`` resumes from the newest 
 from __future__ import annotations
 
 import os
-import warnings
 from typing import Any
 
 from .._io import read_json, write_json_atomic
@@ -64,17 +63,5 @@ def is_complete(folder: str) -> bool:
 
 
 def newest_complete_checkpoint(run_dir: str) -> str | None:
-    """The complete ``checkpoint-N`` folder of ``run_dir`` with the largest N; warns about newer incomplete ones."""
-    skipped = []
-    for folder in checkpoint_folders(run_dir):
-        if is_complete(folder):
-            if skipped:
-                warnings.warn(
-                    f"Skipping incomplete checkpoint(s) {', '.join(skipped)} (a save was interrupted: "
-                    f"{TRAINER_STATE_FILE} or {ADAPTIVE_STATE_FILE} is missing or unreadable); resuming from "
-                    f"{folder}. The incomplete folders can be deleted.",
-                    stacklevel=3,
-                )
-            return folder
-        skipped.append(os.path.basename(folder))
-    return None
+    """The complete ``checkpoint-N`` folder of ``run_dir`` with the largest N (a lookup: nothing is resumed here)."""
+    return next((folder for folder in checkpoint_folders(run_dir) if is_complete(folder)), None)

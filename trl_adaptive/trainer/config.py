@@ -9,7 +9,7 @@ from typing import Any
 from transformers.utils import is_torch_bf16_gpu_available, is_torch_xla_available
 from trl import GRPOConfig
 
-from .._validate import check_int, check_number
+from .._validate import check_bool, check_int, check_number
 from ..allocation.base import check_rollout_bounds
 from ..allocation.token_budget import UNIFORM_TOKENS
 from ..allocation.token_budgeted import check_token_budget
@@ -85,7 +85,9 @@ class AdaptiveGRPOConfig(GRPOConfig):
     pilot_rollouts (`int`, *optional*, defaults to `0`):
         With `allocator="bayes_knapsack"`: a pilot round of this many completions per prompt, absorbed by the
         posterior before the rest of the step's budget is allocated with `allocate_remaining`. Every pilot completion
-        is trained on. `0` turns the pilot off. (Pilot-Commit's own rule is `allocator="pilot_commit"`.)
+        is trained on. `0` turns the pilot off. With `allocator="pilot_commit"`: the size of its own pilot (the same
+        as `allocator_kwargs={"pilot_rollouts": k}`); `0` there takes the paper's 4 when that leaves something to
+        commit (4 < `num_generations`), else `max(2, num_generations // 2)`.
     prompt_source (`str`, *optional*, defaults to `"sampler"`):
         Registered name of the prompt source, which decides which prompts enter each generation batch
         (docs/sampling.md#prompt-sources-which-prompts-enter-a-batch). `"sampler"` (the default) takes the data's
@@ -123,10 +125,10 @@ class AdaptiveGRPOConfig(GRPOConfig):
         budget"). `"auto"` (default): `"uniform"` for an allocator that honours a budget, none for the others (in the
         accuracy-per-token benchmark this budget took `bayes_knapsack` from below uniform to above it, averaged over
         the run: docs/benchmarks.md). `None`: no budget (the papers' allocations), bit-identical to a run without
-        this field. `allocator_kwargs["token_budget"]` takes precedence over `"auto"`. The budget wraps the
-        allocator (`trl_adaptive.allocation.token_budgeted.TokenBudgeted`). `"uniform"` is inert (the
-        allocator's counts, `allocation/token_price` 0) when every prompt expects the same completion length: expected
-        tokens within half a token of the budget fit.
+        this field. `allocator_kwargs["token_budget"]` takes precedence over `"auto"`; beside any other value the two
+        must agree. The budget wraps the allocator (`trl_adaptive.allocation.token_budgeted.TokenBudgeted`).
+        `"uniform"` is inert (the allocator's counts, `allocation/token_price` 0) when every prompt expects the same
+        completion length: expected tokens within half a token of the budget fit.
     length_decay (`float`, *optional*, defaults to `0.9`):
         The factor in (0, 1] a prompt's measured completion lengths are multiplied by at every visit before the new
         ones are added (`1.0`: the plain mean of every completion measured).
@@ -215,8 +217,9 @@ class AdaptiveGRPOConfig(GRPOConfig):
     pilot_rollouts: int = field(
         default=0,
         metadata={
-            "help": "bayes_knapsack only: completions per prompt in a pilot round, all trained, before the rest is "
-            "allocated on the updated posterior (0: off). pilot_commit's pilot is set in allocator_kwargs."
+            "help": "bayes_knapsack: completions per prompt in a pilot round, all trained, before the rest is "
+            "allocated on the updated posterior (0: off). pilot_commit: its pilot's size (0: min(4, "
+            "max(2, num_generations // 2)))."
         },
     )
     prompt_source: str = field(
@@ -297,21 +300,34 @@ class AdaptiveGRPOConfig(GRPOConfig):
                 f"allocator={self.allocator!r} is not a registered allocator. Choose one of "
                 f"{', '.join(registered_strategies())}, or pass an Allocator object to AdaptiveGRPOTrainer."
             )
+        for flag in ("dynamic_sampling", "log_allocations", "equal_prompt_weighting"):
+            setattr(self, flag, check_bool(flag, getattr(self, flag)))
         check_number(
             "success_rate_prior_weight",
             self.success_rate_prior_weight,
             minimum=0,
+            finite=True,
             reason="pseudo-observations; 0 ignores the dataset's success-rate column as a prior",
+            fix="Give the number of completions the column's rate should count for, e.g. 8.",
         )
         check_int("dynamic_sampling_max_rounds", self.dynamic_sampling_max_rounds, minimum=0, reason="extra rounds")
         check_int("pilot_rollouts", self.pilot_rollouts, minimum=0, reason="0 turns it off")
+        for column in ("prompt_id_column", "success_rate_column"):
+            name = getattr(self, column)
+            if not isinstance(name, str) or not name:
+                raise ValueError(
+                    f"{column}={name!r}: must be a non-empty column name (a str), e.g. {column}="
+                    f"{self.__dataclass_fields__[column].default!r}."
+                )
         check_statistics_settings(self)  # a ValueError naming the field and the fix; warns about unread settings
         self._check_token_budget()
         self._check_rollout_bounds()
-        self.build_procedure()  # unknown allocator_kwargs and combinations that cannot work fail here, named
+        self._check_pilot_rollouts()
+        # Unknown allocator_kwargs, combinations that cannot work and a strategy that cannot split this batch (its
+        # own check, which the trainer runs again for an allocator object) fail here, named.
+        prompts = self.generation_batch_size // self.num_generations
+        self.build_procedure().check(prompts, self.generation_batch_size, self.num_generations)
         self.build_prompt_source()  # an unknown name or argument fails here, named
-        if not self.prompt_id_column or not self.success_rate_column:
-            raise ValueError("prompt_id_column and success_rate_column must be non-empty column names.")
         if self.prompt_id_column == self.success_rate_column:
             raise ValueError(
                 f"prompt_id_column and success_rate_column are both {self.prompt_id_column!r}; give them different "
@@ -320,13 +336,11 @@ class AdaptiveGRPOConfig(GRPOConfig):
 
     def _check_token_budget(self) -> None:
         """generation_token_budget: a number of tokens > 0 or "uniform", for a strategy that can honour it, "auto" or
-        None."""
+        None; set once (here or in allocator_kwargs)."""
         budget = self.generation_token_budget
         if isinstance(budget, str) and budget.lower() in ("none", "null"):  # the command line gives a string
             budget = self.generation_token_budget = None
-        if budget is None or budget == AUTO_TOKEN_BUDGET:
-            return
-        if isinstance(budget, str) and budget != UNIFORM_TOKENS:
+        if isinstance(budget, str) and budget not in (UNIFORM_TOKENS, AUTO_TOKEN_BUDGET):
             try:
                 budget = self.generation_token_budget = float(budget)
             except ValueError:
@@ -334,6 +348,15 @@ class AdaptiveGRPOConfig(GRPOConfig):
                     f"generation_token_budget={budget!r} is neither a number of tokens, 'uniform', 'auto' nor None. "
                     "Give the expected generated tokens per generation batch, 'uniform', or leave it unset."
                 ) from None
+        given = self.allocator_kwargs or {}
+        if budget != AUTO_TOKEN_BUDGET and "token_budget" in given and given["token_budget"] != budget:
+            raise ValueError(
+                f"generation_token_budget={budget!r} but allocator_kwargs sets "
+                f"token_budget={given['token_budget']!r}. Set it once: use the config field generation_token_budget "
+                "and remove token_budget from allocator_kwargs."
+            )
+        if budget is None or budget == AUTO_TOKEN_BUDGET:
+            return
         check_token_budget(budget, "generation_token_budget")  # the wrapper's own rule, at construction
         if not strategy(self.allocator).takes("token_budget"):
             able = [name for name in registered_strategies() if strategy(name).takes("token_budget")]
@@ -345,26 +368,53 @@ class AdaptiveGRPOConfig(GRPOConfig):
 
     def _check_rollout_bounds(self) -> None:
         """min_rollouts <= num_generations (the average) <= max_rollouts, each bound set once."""
+        given = self.allocator_kwargs or {}
         for bound in ("min_rollouts", "max_rollouts"):
-            given = (self.allocator_kwargs or {}).get(bound)
-            if given is not None and getattr(self, bound) is not None and given != getattr(self, bound):
+            ours = getattr(self, bound)
+            if given.get(bound) is not None and ours is not None and given[bound] != ours:
                 raise ValueError(
-                    f"allocator_kwargs sets {bound}={given} but the config has {bound}={getattr(self, bound)}. Set "
-                    f"it once: use the config field {bound} and remove it from allocator_kwargs."
+                    f"allocator_kwargs sets {bound}={given[bound]} but the config has {bound}={ours}. Set it once: "
+                    f"use the config field {bound} and remove it from allocator_kwargs."
                 )
-        given = (self.allocator_kwargs or {}).get("max_rollouts")
-        max_rollouts = next((m for m in (self.max_rollouts, given) if m is not None), self.num_generations)
-        where = "allocator_kwargs sets" if self.max_rollouts is None and given is not None else "the config has"
-        check_rollout_bounds(self.min_rollouts, max_rollouts)
-        if not self.min_rollouts <= self.num_generations <= max_rollouts:
-            prompts = self.generation_batch_size // self.num_generations
-            raise ValueError(
-                f"num_generations={self.num_generations} is the average completions per prompt, so the budget of "
-                f"{self.generation_batch_size} completions over {prompts} prompts needs min_rollouts <= "
-                f"num_generations <= max_rollouts, but the config has min_rollouts={self.min_rollouts} and {where} "
-                f"max_rollouts={self.max_rollouts if where == 'the config has' else given}. Change num_generations "
-                "or the bounds."
+        max_rollouts = self.max_rollouts if self.max_rollouts is not None else given.get("max_rollouts")
+        check_rollout_bounds(self.min_rollouts, self.min_rollouts if max_rollouts is None else max_rollouts)
+        low, average = self.min_rollouts, self.num_generations
+        if low <= average and (max_rollouts is None or average <= max_rollouts):
+            return
+        if max_rollouts is None:
+            upper = "max_rollouts unset (the allocator's own, at least num_generations)"
+        else:
+            upper = ("allocator_kwargs sets " if self.max_rollouts is None else "") + f"max_rollouts={max_rollouts}"
+        if low > average:
+            fix = (
+                f"Lower min_rollouts to at most {average}, or raise num_generations to at least {low} (with "
+                "generation_batch_size a multiple of it)."
             )
+        else:
+            fix = f"Raise max_rollouts to at least {average} (or leave it unset), or lower num_generations to it."
+        raise ValueError(
+            f"min_rollouts <= num_generations <= max_rollouts must hold, but the config has min_rollouts={low}, "
+            f"num_generations={average} and {upper}. num_generations is the average number of completions per "
+            f"prompt (a generation batch of {self.generation_batch_size} completions over "
+            f"{self.generation_batch_size // average} prompts), so no prompt's fewest can exceed it and no prompt's "
+            f"most can fall below it. {fix}"
+        )
+
+    def _check_pilot_rollouts(self) -> None:
+        """pilot_rollouts: a pilot round around a plan-ahead allocator, or pilot_commit's own pilot; set once."""
+        own = (self.allocator_kwargs or {}).get("pilot_rollouts")
+        if self.pilot_rollouts and own is not None and own != self.pilot_rollouts:
+            raise ValueError(
+                f"allocator_kwargs sets pilot_rollouts={own} but the config has pilot_rollouts={self.pilot_rollouts}. "
+                "Set it once: use the config field pilot_rollouts and remove it from allocator_kwargs."
+            )
+
+    @property
+    def _pilot_is_the_strategys(self) -> bool:
+        """Whether the chosen strategy is a round procedure with a pilot of its own (pilot_commit): the config's
+        pilot_rollouts is then its argument, not a pilot round around an allocator."""
+        entry = strategy(self.allocator)
+        return not entry.is_allocator and entry.takes("pilot_rollouts")
 
     def strategy_kwargs(self) -> dict[str, Any]:
         """``allocator_kwargs`` plus the config's bounds, where the chosen strategy takes them."""
@@ -374,6 +424,9 @@ class AdaptiveGRPOConfig(GRPOConfig):
             kwargs.setdefault("min_rollouts", self.min_rollouts)
         if self.max_rollouts is not None and "max_rollouts" in accepted:
             kwargs.setdefault("max_rollouts", self.max_rollouts)
+        if self._pilot_is_the_strategys and kwargs.get("pilot_rollouts") is None:
+            # The config's pilot, else the paper's 4 where it leaves something to commit (half the average if not)
+            kwargs["pilot_rollouts"] = self.pilot_rollouts or min(4, max(2, self.num_generations // 2))
         if self.generation_token_budget == AUTO_TOKEN_BUDGET:
             if "token_budget" in accepted:
                 kwargs.setdefault("token_budget", UNIFORM_TOKENS)
@@ -395,7 +448,7 @@ class AdaptiveGRPOConfig(GRPOConfig):
         """
         return build_procedure(
             self.allocator if strategy is None else strategy,
-            pilot_rollouts=self.pilot_rollouts,
+            pilot_rollouts=0 if strategy is None and self._pilot_is_the_strategys else self.pilot_rollouts,
             dynamic_sampling=self.dynamic_sampling,
             dynamic_sampling_max_rounds=self.dynamic_sampling_max_rounds,
             strategy_kwargs=self.strategy_kwargs() | extra if strategy is None else None,

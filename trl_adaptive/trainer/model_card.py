@@ -203,7 +203,7 @@ def _round_rows(name: str, args: Any) -> list[str]:
             f"| posterior | Beta({getattr(args, 'posterior_prior_a', 1.0)}, {getattr(args, 'posterior_prior_b', 1.0)})"
             f" weak prior, {forgetting} |"
         )
-    if getattr(args, "pilot_rollouts", 0):
+    if getattr(args, "pilot_rollouts", 0) and _registered(name).is_allocator:  # pilot_commit: its own pilot
         rows.append(f"| pilot round | {args.pilot_rollouts} completions per prompt, then the rest by the knapsack |")
     if getattr(args, "dynamic_sampling", False):
         rows.append(f"| dynamic sampling | on, at most {args.dynamic_sampling_max_rounds} extra rounds per batch |")

@@ -13,7 +13,7 @@ import os
 import warnings
 from typing import TYPE_CHECKING, Any
 
-from ..report.run_files import ADAPTIVE_STATE_FILE, TRAINER_STATE_FILE, checkpoint_folders
+from ..report.run_files import ADAPTIVE_STATE_FILE, TRAINER_STATE_FILE, checkpoint_folders, read_json_or_none
 from ..stats import PromptStatistics
 from .checkpoint import is_complete, newest_complete_checkpoint, read_state, write_state
 from .config import STORE_SETTING_FIELDS, AdaptiveGRPOConfig
@@ -164,6 +164,12 @@ def checkpoint_to_resume(state: AdaptiveState, output_dir: str) -> str:
                 stacklevel=3,
             )
         return folder
+    if folders and all(_written_by_another_trainer(folder) for folder in folders):
+        raise ValueError(
+            f"resume_from_checkpoint=True but the checkpoints of {output_dir} were written by GRPOTrainer (or another "
+            f"Trainer): they have no {ADAPTIVE_STATE_FILE}, so there is no per-prompt state to resume. "
+            + _start_from_weights(folders[0])
+        )
     if not any(is_complete(folder) for folder in folders):
         raise ValueError(
             f"resume_from_checkpoint=True but {output_dir} holds no complete checkpoint-N folder "
@@ -181,18 +187,60 @@ def _listed(skipped: dict[str, list[str]]) -> str:
     return "; ".join(f"{', '.join(names)} ({reason})" for reason, names in skipped.items())
 
 
-def load_checkpoint_state(state: AdaptiveState, checkpoint: str) -> None:
-    """Restore ``checkpoint``'s adaptive state, refusing an incomplete checkpoint; a checkpoint written on an epoch's
-    last step precedes ``on_epoch_end``, so that epoch is closed now. The trainer refreshes its dataset column."""
+def _written_by_another_trainer(folder: str) -> bool:
+    """A checkpoint transformers wrote completely (``trainer_state.json``) with no ``adaptive_state.json`` at all: a
+    plain GRPOTrainer's (or any Trainer's), not an interrupted save of ours (which writes our file first)."""
+    return read_json_or_none(os.path.join(folder, TRAINER_STATE_FILE)) is not None and not os.path.exists(
+        os.path.join(folder, ADAPTIVE_STATE_FILE)
+    )
+
+
+def _start_from_weights(folder: str) -> str:
+    return (
+        f"To continue from its weights, start a fresh run from them: AdaptiveGRPOTrainer(model={folder!r}, ...) "
+        "without resume_from_checkpoint (the optimizer, the learning-rate schedule, the step count and the per-prompt "
+        "statistics start over)."
+    )
+
+
+def check_checkpoint_to_resume(state: AdaptiveState, checkpoint: str) -> None:
+    """``resume_from_checkpoint=<path>``: a ValueError (another trainer's checkpoint) or FileNotFoundError (an
+    incomplete one) that says what can be done, before transformers loads anything; the saved state is checked
+    against this run (:func:`restorable_state`)."""
+    if not os.path.isdir(checkpoint):
+        newest = newest_complete_checkpoint(os.path.dirname(os.path.abspath(checkpoint)))
+        raise FileNotFoundError(
+            f"Cannot resume from {checkpoint}: no such folder. "
+            + (f"The newest complete checkpoint beside it is {newest}." if newest else "")
+            + " Pass a checkpoint-N folder, or resume_from_checkpoint=True to pick the newest one this run can "
+            "restore."
+        )
+    if _written_by_another_trainer(checkpoint):
+        raise ValueError(
+            f"Cannot resume from {checkpoint}: it was written by GRPOTrainer (or another Trainer), not "
+            f"AdaptiveGRPOTrainer. It has {TRAINER_STATE_FILE} but no {ADAPTIVE_STATE_FILE}, so there are no "
+            f"per-prompt statistics or sampling state to resume. {_start_from_weights(checkpoint)}"
+        )
     if not is_complete(checkpoint):
         newest = newest_complete_checkpoint(os.path.dirname(os.path.abspath(checkpoint)))
         raise FileNotFoundError(
-            f"Resuming from {checkpoint}, which is incomplete or was not written by AdaptiveGRPOTrainer "
-            f"({ADAPTIVE_STATE_FILE} or {TRAINER_STATE_FILE} is missing or unreadable), so the per-prompt statistics "
-            "cannot be restored. "
-            + (f"Resume from {newest} instead, or " if newest else "")
-            + "pass resume_from_checkpoint=True to pick the newest complete checkpoint."
+            f"Cannot resume from {checkpoint}: it is incomplete ({ADAPTIVE_STATE_FILE} or {TRAINER_STATE_FILE} is "
+            "missing or unreadable: a save was interrupted), so the per-prompt statistics cannot be restored. "
+            + (
+                f"Resume from {newest}, the newest complete checkpoint beside it, or pass resume_from_checkpoint=True "
+                "to pick the newest one this run can restore."
+                if newest
+                else "No complete checkpoint is beside it: start without resume_from_checkpoint."
+            )
         )
+    restorable_state(state, os.path.join(checkpoint, ADAPTIVE_STATE_FILE), " Resume from another checkpoint.")
+
+
+def load_checkpoint_state(state: AdaptiveState, checkpoint: str) -> None:
+    """Restore ``checkpoint``'s adaptive state (:func:`check_checkpoint_to_resume` refuses what cannot be); a
+    checkpoint written on an epoch's last step precedes ``on_epoch_end``, so that epoch is closed now. The trainer
+    refreshes its dataset column."""
+    check_checkpoint_to_resume(state, checkpoint)
     load_adaptive_state(state, os.path.join(checkpoint, ADAPTIVE_STATE_FILE))
     state.close_epochs_through(state.resumed_epochs_trained)
     state.statistics_hold_the_run = True

