@@ -160,7 +160,7 @@ def capture_real_run(steps: int, seed: int, output_dir: Path) -> list[Batch]:
     from learning import task
     from learning.model import pretrained_model
     from learning.runs import RunSettings, training_config
-    from transformers import PrinterCallback
+    from transformers import PrinterCallback, TrainerCallback
 
     from trl_adaptive import AdaptiveGRPOTrainer
 
@@ -174,15 +174,14 @@ def capture_real_run(steps: int, seed: int, output_dir: Path) -> list[Batch]:
     )
     trainer.remove_callback(PrinterCallback)
     batches: list[Batch] = []
-    finish = trainer.batch_driver.finish
 
-    def record(output, outcome, dispatched):
-        record = outcome.record  # before finish updates the store: the expected tokens the dispatch read
-        expected = trainer.prompt_statistics.expected_tokens(record.prompt_ids)[record.group_ids]
-        batches.append(prompt_major(record.group_ids, record.completion_tokens, expected))
-        return finish(output, outcome, dispatched)
+    class Capture(TrainerCallback):
+        def on_generation_batch_end(self, args, state, control, batch, **kwargs):
+            record = batch.outcome.record  # with the expected tokens the dispatch planned with
+            expected = batch.expected_tokens[record.group_ids]
+            batches.append(prompt_major(record.group_ids, record.completion_tokens, expected))
 
-    trainer.batch_driver.finish = record
+    trainer.add_callback(Capture())
     trainer.train()
     return batches
 

@@ -58,6 +58,7 @@ def settings(output_dir: str, **overrides) -> dict:
 
 def run_family(model: str, name: str, out: str) -> dict:
     from helpers.trainer import make_dataset, reward_has_vowel_e
+    from transformers import TrainerCallback
 
     from trl_adaptive import AdaptiveGRPOConfig, AdaptiveGRPOTrainer
 
@@ -66,14 +67,12 @@ def run_family(model: str, name: str, out: str) -> dict:
         model=model, reward_funcs=reward_has_vowel_e, args=args, train_dataset=make_dataset(16)
     )
     devices = []
-    finish = trainer.batch_driver.finish
 
-    def record(output, outcome, dispatched):
-        output = finish(output, outcome, dispatched)
-        devices.append(str(output["advantages"].device))
-        return output
+    class Devices(TrainerCallback):
+        def on_generation_batch_end(self, args, state, control, batch, **kwargs):
+            devices.append(str(batch.training_dict["advantages"].device))
 
-    trainer.batch_driver.finish = record
+    trainer.add_callback(Devices())
     start = time.perf_counter()
     trainer.train()
     seconds = time.perf_counter() - start

@@ -16,11 +16,11 @@ from helpers.launch import run_command
 sys.path.insert(0, str(REPO / "bench"))
 
 import bench_learning  # noqa: E402
+from learning import analysis, oracle, runs, skills, task  # noqa: E402
+from learning.model import Pretraining, build_tokenizer, pretrain, pretrained_model  # noqa: E402
 
 # A hang guard, not a deadline: pretraining (~220 s alone) and two runs take 5-15 min on 2 shared cores.
 HANG_GUARD_S = 2 * 60 * 60
-from learning import analysis, runs, skills, task  # noqa: E402
-from learning.model import Pretraining, build_tokenizer, pretrain, pretrained_model  # noqa: E402
 
 
 def test_reward_is_exactly_the_reversal():
@@ -324,3 +324,83 @@ def test_cached_runs_without_a_newer_setting_read_it_as_its_default():
     assert bench_learning.same_settings(saved, runs.RunSettings())
     assert not bench_learning.same_settings(saved, runs.RunSettings(steps_per_generation=2))
     assert not bench_learning.same_settings(None, runs.RunSettings())
+
+
+@pytest.fixture
+def oracle_registered():
+    """The oracle's names registered for the test, the package's registry restored after it."""
+    from trl_adaptive import strategies
+
+    saved = dict(strategies._STRATEGIES), dict(strategies._PROMPT_SOURCES)
+    oracle.register()
+    yield
+    for registry, entries in zip((strategies._STRATEGIES, strategies._PROMPT_SOURCES), saved, strict=True):
+        registry.clear()
+        registry.update(entries)
+
+
+def test_importing_the_benchmark_leaves_the_registry_as_it_ships():
+    from trl_adaptive.strategies import registered_prompt_sources, registered_strategies
+
+    assert "oracle_knapsack" not in registered_strategies() and "oracle_pool" not in registered_prompt_sources()
+    assert runs.uses_oracle("oracle_both") and not runs.uses_oracle("uniform_greso")
+
+
+def test_the_oracle_allocates_and_selects_by_the_true_success_probability(monkeypatch, oracle_registered):
+    """oracle_knapsack is Knapsack RL on the table's p (not the store's epoch rate); oracle_pool keeps the pool's
+    prompts of highest true Value(G, p); both are config names, registered through the public extension points."""
+    from trl_adaptive import PromptStatistics
+    from trl_adaptive.allocation import KnapsackAllocator
+    from trl_adaptive.sampling.source import SourceContext
+    from trl_adaptive.strategies import get_allocator, prompt_source
+
+    true_p = np.array([0.0, 0.5, 0.9, 1.0, 0.3, 0.99, 0.01, 0.6])
+    monkeypatch.setattr(oracle.TRUE_SUCCESS, "p", true_p)
+    store = PromptStatistics()  # never updated: every epoch rate is NaN, so the plain knapsack is uniform
+    stats = store.batch(np.array([0, 1, 2, 3]))
+    expected = KnapsackAllocator().allocate(np.clip(true_p[:4], 1e-12, 1 - 1e-12), budget=32).counts
+    np.testing.assert_array_equal(get_allocator("oracle_knapsack").allocate(stats, budget=32).counts, expected)
+    assert KnapsackAllocator().allocate(stats, budget=32).counts.tolist() == [8, 8, 8, 8]
+
+    offered = np.array([0, 3])
+    ctx = SourceContext(
+        offered=offered,
+        statistics=store.batch,
+        draw=lambda exclude, number: np.setdiff1d(np.arange(8), exclude)[:number],
+        rng=np.random.default_rng(0),
+        step=0,
+        group_size=8,
+    )
+    batch = prompt_source("oracle_pool")(pool_factor=4).compose(ctx)
+    assert sorted(batch.examined.tolist()) == list(range(8))
+    value = oracle.value(8, np.clip(true_p, 1e-12, 1 - 1e-12))
+    assert set(batch.prompt_ids.tolist()) == set(np.argsort(-value)[:2].tolist()) == {1, 4}
+    monkeypatch.setattr(oracle.TRUE_SUCCESS, "p", None)
+    with pytest.raises(RuntimeError, match="before TrueSuccessCallback scored"):
+        get_allocator("oracle_knapsack").allocate(stats, budget=32)
+
+
+def test_every_method_shares_the_oracles_gain():
+    """share_of_<oracle>: the method's paired final gain over the oracle's, and its token saving over the oracle's."""
+    method = {
+        "paired_difference_at": {"1.0": {"mean": 0.01}},
+        "tokens_to_uniform_final_ratio": {"0.667": {"mean": 0.9}},
+    }
+    ceiling = {
+        "paired_difference_at": {"1.0": {"mean": 0.04}},
+        "tokens_to_uniform_final_ratio": {"0.667": {"mean": 0.8}},
+    }
+    share = analysis.oracle_share(method, ceiling)
+    assert share["final_accuracy"] == pytest.approx(0.25) and share["token_saving"] == pytest.approx(0.5)
+    ceiling["paired_difference_at"]["1.0"]["mean"] = -0.01  # an oracle that loses has no gain to share
+    assert analysis.oracle_share(method, ceiling)["final_accuracy"] is None
+
+
+def test_a_difficulty_mix_draws_only_its_lengths_and_the_default_draw_is_unchanged():
+    rows = task.Prompts.draw(400, seed=3, lengths=bench_learning.REGIMES["hard_mix"]["lengths"]).rows
+    counts = np.bincount([r["letters"] for r in rows], minlength=11)
+    assert set(np.flatnonzero(counts)) == {1, 2, 9, 10} and counts[9] + counts[10] > 0.7 * len(rows)
+    assert task.Prompts.draw(50, seed=3).rows == task.Prompts.draw(50, seed=3, lengths=[]).rows
+    args = bench_learning.build_parser().parse_args(["--task", "hard_mix", "--num_generations", "32"])
+    settings = bench_learning.settings_from(args)
+    assert (settings.num_generations, settings.prompts_per_step, settings.lengths[-1]) == (32, 4, 2)

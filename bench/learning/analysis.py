@@ -27,6 +27,8 @@ REACH_FRACTIONS = (2 / 3, 1.0)
 DEFAULT_METHOD = "bayes_knapsack_uniform_tokens"
 # Methods with a generation_token_budget (a number; "uniform"), each paired against the same allocator without one.
 TOKEN_BUDGET_SUFFIXES = ("_token_budget", "_uniform_tokens")
+# The oracle arms (oracle.py, the true success probability): every method's share of their gain is reported.
+ORACLE_METHODS = ("oracle_knapsack", "oracle_pool", "oracle_both")
 
 
 def interval(values) -> dict:
@@ -112,6 +114,23 @@ def _method_summary(runs: dict[int, dict], uniform: dict[int, dict], grid: np.nd
     }
 
 
+def oracle_share(method: dict, oracle: dict) -> dict:
+    """What share of the oracle's gain over uniform a method captures (point estimates: a ratio of paired means, no
+    interval): of the final-accuracy gain, and of the token saving to reach uniform's 2/3-budget accuracy (1 - the
+    tokens ratio). None where the oracle gains nothing to share (its mean gain <= 0)."""
+
+    def share(mine: float | None, ceiling: float | None) -> float | None:
+        return None if mine is None or ceiling is None or ceiling <= 0 else mine / ceiling
+
+    final, ceiling = method["paired_difference_at"]["1.0"]["mean"], oracle["paired_difference_at"]["1.0"]["mean"]
+    ratio, oracle_ratio = (m["tokens_to_uniform_final_ratio"]["0.667"]["mean"] for m in (method, oracle))
+    saving = None if ratio is None else 1 - ratio
+    return {
+        "final_accuracy": share(final, ceiling),
+        "token_saving": share(saving, None if oracle_ratio is None else 1 - oracle_ratio),
+    }
+
+
 def group_accuracy_at(record: dict, label: str, tokens: float) -> float | None:
     """A group's held-out accuracy after ``tokens`` generated tokens (its curve shares the run's token axis)."""
     values = record.get("group_curves", {}).get(label)
@@ -192,6 +211,10 @@ def summarize(records: list[dict], settings) -> dict:
                 ),
                 "final_accuracy": interval(runs[s]["curve"][-1][1] - base[s]["curve"][-1][1] for s in seeds),
             }
+    for oracle in ORACLE_METHODS:  # each method's share of the oracle's gain over uniform
+        if oracle in methods:
+            for m in methods.values():
+                m[f"share_of_{oracle}"] = oracle_share(m, methods[oracle])
     groups = group_summary(by_method, budget)
     return {
         "token_budget": budget,

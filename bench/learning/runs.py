@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import skills, task
+from . import oracle, skills, task
 
 # The tasks (modules with the same names: Prompts, reward, row_groups, MAX_COMPLETION_TOKENS, VOCAB, ...).
 TASKS = {task.NAME: task, skills.NAME: skills}
@@ -80,7 +80,26 @@ METHODS: dict[str, dict] = {
         "prompt_source": "greso",
         "prompt_source_kwargs": {"revisit_epochs": 1},
     },
+    # The oracle (oracle.py): every training prompt's TRUE success probability, scored before each generation batch.
+    # Knapsack RL's allocation on it; pool selection by its true Value(G, p); both. The ceiling of the objective.
+    "oracle_knapsack": {"allocator": "oracle_knapsack"},
+    "oracle_pool": {"allocator": "uniform", "prompt_source": "oracle_pool"},
+    "oracle_both": {"allocator": "oracle_knapsack", "prompt_source": "oracle_pool"},
+    # Do no harm: a floor of 4 completions for every prompt (N_low = 4, not 2), so a solved prompt keeps a chance of
+    # a mixed group (at p = 0.95: 19% instead of 10%); the default with it, and the oracle with it.
+    "bayes_knapsack_uniform_tokens_floor4": {
+        "allocator": "bayes_knapsack",
+        "generation_token_budget": "uniform",
+        "min_rollouts": 4,
+    },
+    "oracle_knapsack_floor4": {"allocator": "oracle_knapsack", "min_rollouts": 4},
 }
+ORACLE_NAMES = (oracle.OracleKnapsack.name, oracle.OraclePool.name)
+
+
+def uses_oracle(method: str) -> bool:
+    """Whether ``method`` reads the true success probability (its trainer needs oracle.TrueSuccessCallback)."""
+    return bool({METHODS[method].get("allocator"), METHODS[method].get("prompt_source")} & set(ORACLE_NAMES))
 
 
 @dataclass
@@ -100,6 +119,9 @@ class RunSettings:
     extra_config: dict = field(default_factory=dict)
     # Optimizer steps per generation batch (TRL's steps_per_generation): each step trains on 1/k of the batch.
     steps_per_generation: int = 1
+    # The reversal task's string lengths, drawn uniformly from this list (repeats weight a length); empty: every
+    # length equally (a difficulty mix, e.g. REGIMES["hard_mix"]: most prompts unsolved, a few solved).
+    lengths: list[int] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.prompts_per_step * self.num_generations % self.steps_per_generation:
@@ -146,6 +168,8 @@ def training_config(method: str, seed: int, settings: RunSettings, output_dir: s
 
     batch = settings.prompts_per_step * settings.num_generations
     fields = {"generation_token_budget": None} | METHODS[method]
+    if uses_oracle(method):
+        oracle.register()
     if TOKENS_PER_COMPLETION in fields:
         fields["generation_token_budget"] = fields.pop(TOKENS_PER_COMPLETION) * batch
     return AdaptiveGRPOConfig(
@@ -182,8 +206,9 @@ def run(method: str, seed: int, settings: RunSettings, model_path: str, output_d
     from trl_adaptive import AdaptiveGRPOTrainer
 
     corpus = TASKS[settings.task]
-    train = corpus.Prompts.draw(settings.train_prompts, seed=1000 + seed).rows
-    heldout = corpus.Prompts.draw(settings.heldout_prompts, seed=10**6 + seed).rows
+    mix = {"lengths": settings.lengths} if settings.lengths else {}
+    train = corpus.Prompts.draw(settings.train_prompts, seed=1000 + seed, **mix).rows
+    heldout = corpus.Prompts.draw(settings.heldout_prompts, seed=10**6 + seed, **mix).rows
     tokenizer = AutoTokenizer.from_pretrained(model_path)
     heldout_batches = task.scoring_batches(tokenizer, heldout)  # tokenized once, scored at every checkpoint
     reward = TokenCountingReward(corpus)
@@ -221,6 +246,8 @@ def run(method: str, seed: int, settings: RunSettings, model_path: str, output_d
         train_dataset=Dataset.from_list(train),
     )
     trainer.remove_callback(PrinterCallback)  # the per-step dict of every metric, 80 runs long
+    if uses_oracle(method):
+        trainer.add_callback(oracle.TrueSuccessCallback(tokenizer, train, settings.steps_per_generation))
     trainer.add_callback(HeldOut())
     evaluate(trainer.model, 0, 0)
     start = time.perf_counter()

@@ -41,10 +41,14 @@ class Prompts:
     rows: list[dict]
 
     @classmethod
-    def draw(cls, count: int, seed: int) -> Prompts:
-        """``count`` prompts, lengths uniform in [MIN_LETTERS, MAX_LETTERS], letters uniform, from ``seed``."""
+    def draw(cls, count: int, seed: int, lengths: list[int] | None = None) -> Prompts:
+        """``count`` prompts, lengths uniform in [MIN_LETTERS, MAX_LETTERS] (or drawn uniformly from the list
+        ``lengths``, repeats weighting a length), letters uniform, from ``seed``."""
         rng = np.random.default_rng(seed)
-        lengths = rng.integers(MIN_LETTERS, MAX_LETTERS + 1, size=count)
+        if lengths:
+            lengths = rng.choice(np.asarray(lengths, dtype=np.int64), size=count)
+        else:
+            lengths = rng.integers(MIN_LETTERS, MAX_LETTERS + 1, size=count)
         rows = []
         for k in lengths:
             text = "".join(rng.choice(list(LETTERS), size=int(k)))

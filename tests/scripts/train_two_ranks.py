@@ -32,6 +32,7 @@ from datasets import Dataset  # noqa: E402
 from helpers.allocation import SkewedAllocator  # noqa: E402
 from helpers.rank_report import write_report_and_exit  # noqa: E402
 from helpers.trainer import reward_has_vowel_e, reward_length, tiny_config_kwargs  # noqa: E402
+from transformers import TrainerCallback  # noqa: E402
 from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 
 from trl_adaptive import AdaptiveGRPOConfig, AdaptiveGRPOTrainer  # noqa: E402
@@ -61,19 +62,16 @@ def instrument(trainer) -> list[dict]:
     steps: list[dict] = []
     calculate, generate = trainer._calculate_rewards, trainer._generate_and_score_completions
 
-    if hasattr(trainer, "batch_driver"):
-        finish = trainer.batch_driver.finish
-
-        def record_finish(output, outcome, dispatched):
+    class BatchEnd(TrainerCallback):
+        def on_generation_batch_end(self, args, state, control, batch, **kwargs):
+            outcome = batch.outcome
             steps[-1]["prompt_ids"] = outcome.record.prompt_ids.tolist()
             steps[-1]["counts"] = outcome.trained_counts.tolist()
-            steps[-1]["group_ids"] = outcome.record.group_ids[dispatched].tolist()  # dispatch order, all ranks
-            # what the dispatch read (the store is updated after this batch): each prompt's expected tokens
-            expected = trainer.prompt_statistics.expected_tokens(outcome.record.prompt_ids)
-            steps[-1]["expected_tokens"] = expected.tolist()
-            return finish(output, outcome, dispatched)
+            steps[-1]["group_ids"] = outcome.record.group_ids[batch.dispatched].tolist()  # dispatch order, all ranks
+            steps[-1]["expected_tokens"] = batch.expected_tokens.tolist()  # what the dispatch read
 
-        trainer.batch_driver.finish = record_finish
+    if hasattr(trainer, "batch_driver"):  # an AdaptiveGRPOTrainer (GRPOTrainer never fires the event)
+        trainer.add_callback(BatchEnd())
 
     def record_calculate(inputs, prompts, completions, completion_ids_list):
         rewards = calculate(inputs, prompts, completions, completion_ids_list)

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from trl.trainer.utils import nanstd
 
 from trl_adaptive.trainer.advantages import group_advantages, segment_mean_std
-from trl_adaptive.trainer.dispatch import expand_counts
+from trl_adaptive.trainer.dispatch import dispatch_order
 
 SCALES = ("group", "batch", "none")
 AGGREGATIONS = ("sum_then_normalize", "normalize_then_sum")
@@ -264,7 +264,8 @@ def _variable_batches(draw):
 def test_hypothesis_variable_groups_match_loop(batch, mode):
     counts, rewards, weights, seed = batch
     scale_rewards, aggregation = mode
-    groups = torch.as_tensor(expand_counts(np.array(counts), seed=seed, step=0))
+    jobs = np.repeat(np.arange(len(counts), dtype=np.int64), counts)
+    groups = torch.as_tensor(jobs[dispatch_order(jobs, seed, 0)])  # shuffled as a batch's completions are
     result = group_advantages(rewards, weights, groups, len(counts), scale_rewards, aggregation)
     expected = loop_advantages(rewards, weights, groups, scale_rewards, aggregation)
     assert torch.isfinite(result.advantages).all()

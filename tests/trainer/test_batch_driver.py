@@ -41,6 +41,7 @@ class ScriptedPort:
         self.passes: list[tuple[list[int], bool]] = []  # prompt ids of the training pass's rows, replayed?
         self.metrics: dict[str, list[float]] = defaultdict(list)
         self.group_logs: list[tuple] = []
+        self.ended: list = []  # each batch's GenerationBatchEnd
 
     def share(self, value):
         return value
@@ -88,6 +89,9 @@ class ScriptedPort:
     def replace_group_logs(self, zero_std_fraction, advantages, group_sizes):
         self.group_logs.append((zero_std_fraction, advantages, group_sizes))
 
+    def batch_end(self, batch):
+        self.ended.append(batch)
+
 
 def _driver(tmp_path, log_dir=None, **config) -> tuple[BatchDriver, ScriptedPort, Dataset]:
     args = AdaptiveGRPOConfig(**tiny_config_kwargs(str(tmp_path), per_device_train_batch_size=16, **config))
@@ -116,6 +120,13 @@ def test_uniform_trains_grpo_groups_with_grpo_advantages_and_logs_as_data(tmp_pa
     zero_std, advantages, group_sizes = port.group_logs[0]
     assert zero_std == 0.75 and group_sizes == [4] * 16 and advantages == output["advantages"].tolist()
     np.testing.assert_array_equal(driver.state.prompt_statistics.batch(list(SCRIPT)).attempts, [4, 4, 4, 4])
+    (ended,) = port.ended  # the on_generation_batch_end event's data, once per batch
+    assert ended.training_dict is output and ended.outcome.trained_counts.tolist() == [4, 4, 4, 4]
+    assert (
+        ended.outcome.record.prompt_ids[ended.outcome.record.group_ids[ended.dispatched]].tolist()
+        == (port.passes[0][0])
+    )
+    assert ended.expected_tokens.shape == (4,)  # before the batch's lengths were measured
     assert port.metrics["prompts/revisited"] == [0.0] and "prompts/batches_since_last_visit_mean" not in port.metrics
     port.step = 1
     driver.run(_sampler_rows(dataset))  # the same four prompts again, one batch later

@@ -16,7 +16,6 @@ from trl_adaptive.trainer.dispatch import (
     BatchDispatch,
     balanced_order,
     dispatch_order,
-    expand_counts,
     known_lengths,
     max_over_mean,
     rank_balance_metrics,
@@ -29,30 +28,36 @@ from trl_adaptive.trainer.random_streams import DISPATCH, ROUND_DISPATCH, step_s
 RANK_COUNTS = (1, 2, 3, 4, 8)
 
 
+def _expanded(counts: np.ndarray, seed: int, step: int) -> np.ndarray:
+    """The group id of each completion, prompt-major, in one rank's dispatch order."""
+    jobs = np.repeat(np.arange(len(counts), dtype=np.int64), counts)
+    return jobs[dispatch_order(jobs, seed, step)]
+
+
 @settings(max_examples=50, deadline=None)
 @given(st.lists(st.integers(0, 12), min_size=1, max_size=10), st.integers(0, 2**40), st.integers(0, 10_000))
-def test_expand_counts_conserves_counts_and_is_deterministic(counts, seed, step):
+def test_the_dispatch_order_conserves_counts_and_is_deterministic(counts, seed, step):
     counts = np.array(counts)
-    jobs = expand_counts(counts, seed, step)
+    jobs = _expanded(counts, seed, step)
     assert jobs.dtype == np.int64 and len(jobs) == counts.sum()
     np.testing.assert_array_equal(np.bincount(jobs, minlength=len(counts)), counts)
-    np.testing.assert_array_equal(expand_counts(counts, seed, step), jobs)
+    np.testing.assert_array_equal(_expanded(counts, seed, step), jobs)
 
 
-def test_expand_counts_shuffle_depends_on_seed_and_step():
+def test_the_dispatch_shuffle_of_unequal_counts_depends_on_seed_and_step():
     counts = np.array([10, 2, 2, 2])
-    base = expand_counts(counts, seed=0, step=0)
+    base = _expanded(counts, seed=0, step=0)
     assert not np.array_equal(base, np.repeat(np.arange(4), counts))  # unequal counts are shuffled
-    assert not np.array_equal(expand_counts(counts, seed=0, step=1), base)
-    assert not np.array_equal(expand_counts(counts, seed=1, step=0), base)
-    np.testing.assert_array_equal(expand_counts(counts, seed=0, step=0), base)
+    assert not np.array_equal(_expanded(counts, seed=0, step=1), base)
+    assert not np.array_equal(_expanded(counts, seed=1, step=0), base)
+    np.testing.assert_array_equal(_expanded(counts, seed=0, step=0), base)
 
 
 @pytest.mark.parametrize("counts", [[4, 4, 4], [2, 2], [1], [3, 3, 3, 3]])
-def test_expand_counts_keeps_prompt_major_order_for_equal_counts(counts):
+def test_equal_counts_keep_prompt_major_order(counts):
     for step in (0, 5):
         np.testing.assert_array_equal(
-            expand_counts(np.array(counts), seed=42, step=step), np.repeat(np.arange(len(counts)), counts)
+            _expanded(np.array(counts), seed=42, step=step), np.repeat(np.arange(len(counts)), counts)
         )
 
 
@@ -72,7 +77,7 @@ def test_dispatch_order_takes_any_int64_group_keys(keys):
 
 
 def test_rank_slice_splits_evenly():
-    jobs = expand_counts(np.array([10, 2, 2, 2]), seed=0, step=3)
+    jobs = _expanded(np.array([10, 2, 2, 2]), seed=0, step=3)
     for num_processes in (1, 2, 4, 8, 16):
         pieces = [jobs[rank_slice(16, num_processes, r)] for r in range(num_processes)]
         assert all(len(piece) == 16 // num_processes for piece in pieces)

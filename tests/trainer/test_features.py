@@ -16,6 +16,7 @@ import pytest
 import torch
 from helpers.allocation import SkewedAllocator
 from helpers.trainer import build_trainer, make_dataset, param_snapshot, reward_has_vowel_e, reward_length
+from transformers import TrainerCallback
 from trl import GRPOConfig
 
 from trl_adaptive import AdaptiveGRPOTrainer
@@ -45,16 +46,19 @@ class Recorder:
         self.completions: list[Any] = []
         self.eval_batches = 0
 
-        finish, calculate, generate, compute_loss = (
-            trainer.batch_driver.finish,
+        calculate, generate, compute_loss = (
             trainer._calculate_rewards,
             trainer._generate_and_score_completions,
             trainer.compute_loss,
         )
+        recorder = self
 
-        def record_finish(output, outcome, dispatched):
-            self.allocations.append((outcome.record.prompt_ids.tolist(), outcome.trained_counts.tolist()))
-            return finish(output, outcome, dispatched)
+        class BatchEnd(TrainerCallback):
+            def on_generation_batch_end(self, args, state, control, batch, **kwargs):
+                outcome = batch.outcome
+                recorder.allocations.append((outcome.record.prompt_ids.tolist(), outcome.trained_counts.tolist()))
+
+        trainer.add_callback(BatchEnd())
 
         def record_calculate(inputs, prompts, completions, completion_ids_list):
             rewards = calculate(inputs, prompts, completions, completion_ids_list)
@@ -78,7 +82,6 @@ class Recorder:
             self.loss_advantages.append(inputs["advantages"].detach().clone())
             return compute_loss(model, inputs, *args, **kwargs)
 
-        trainer.batch_driver.finish = record_finish
         trainer._calculate_rewards = record_calculate
         trainer._generate_and_score_completions = record_generate
         trainer.compute_loss = record_loss

@@ -22,6 +22,7 @@ from helpers.trainer import (
     make_dataset,
     reward_has_vowel_e,
 )
+from transformers import TrainerCallback
 
 from trl_adaptive.allocation import CeroAllocator
 from trl_adaptive.allocation.bayes_knapsack import BayesKnapsackAllocator, absorb
@@ -179,16 +180,13 @@ def test_allocator_weights_scale_the_advantages_under_dynamic_sampling(tiny_mode
     if strategy == "weighted":
         trainer.procedure.inner.allocator = WeightedUniform(max_rollouts=8)
     seen = []
-    finish = trainer.batch_driver.finish
 
-    def record(output, outcome, dispatched):
-        output = finish(output, outcome, dispatched)
-        seen.append(
-            (outcome, dispatched, output["advantages"].clone(), trainer._hook_state.rewards_per_func[:, 0].clone())
-        )
-        return output
+    class BatchEnd(TrainerCallback):
+        def on_generation_batch_end(self, args, state, control, batch, **kwargs):
+            advantages, rewards = batch.training_dict["advantages"], trainer._hook_state.rewards_per_func[:, 0]
+            seen.append((batch.outcome, batch.dispatched, advantages.clone(), rewards.clone()))
 
-    trainer.batch_driver.finish = record
+    trainer.add_callback(BatchEnd())
     trainer.train()
     drawn = 0
     for outcome, dispatched, advantages, rewards in seen:

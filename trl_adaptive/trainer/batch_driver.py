@@ -31,7 +31,7 @@ from .completion_logs import generated_reward_metrics
 from .dispatch import BatchDispatch, rank_balance_metrics, rank_slice
 from .environment_data import ResetRows
 from .metrics import allocation_line, allocation_metrics, completion_scale, round_metrics
-from .port import BatchSettings, GenerationPort
+from .port import BatchSettings, GenerationBatchEnd, GenerationPort
 from .reward_checks import RewardChecks
 from .rounds import (
     Generated,
@@ -173,7 +173,8 @@ class BatchDriver:
         output["advantages"] = advantages[self._local(len(group_ids))]
 
         rewards = result.rewards.cpu().numpy().astype(np.float64)
-        if settings.allocation_log_dir is not None:  # the store's length estimates before this step's update
+        expected_tokens = store.expected_tokens(record.prompt_ids)  # before this step's update, as dispatched
+        if settings.allocation_log_dir is not None:
             line = allocation_line(
                 outcome,
                 group_ids,
@@ -181,7 +182,7 @@ class BatchDriver:
                 step=settings.step,
                 epoch=store.epoch,
                 success_threshold=settings.success_threshold,
-                expected_tokens=store.expected_tokens(record.prompt_ids),
+                expected_tokens=expected_tokens,
                 engine=settings.engine,
             )
             append_allocation_record(settings.allocation_log_dir, line)
@@ -199,4 +200,5 @@ class BatchDriver:
         seconds = port.take_generation_seconds()
         port.log(allocation_metrics(outcome, group_ids, rewards, result, budget, threshold, seconds))
         port.replace_group_logs(result.zero_std_fraction, advantages.tolist(), counts[group_ids].tolist())
+        port.batch_end(GenerationBatchEnd(outcome, dispatched, output, expected_tokens))
         return output

@@ -37,16 +37,6 @@ if TYPE_CHECKING:
 _SWAP_TOLERANCE = 1e-9
 
 
-def expand_counts(counts: np.ndarray, seed: int, step: int) -> np.ndarray:
-    """Group id (index into the prompts) of each of the ``sum(counts)`` completions, in one rank's dispatch order.
-
-    Equal counts keep TRL's prompt-major layout untouched (so the uniform allocator reproduces GRPOTrainer exactly);
-    unequal counts are shuffled by (seed, step).
-    """
-    jobs = np.repeat(np.arange(len(counts), dtype=np.int64), np.asarray(counts, dtype=np.int64))
-    return jobs[dispatch_order(jobs, seed, step)]
-
-
 def dispatch_order(
     jobs: np.ndarray,
     seed: int,

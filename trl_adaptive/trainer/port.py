@@ -1,9 +1,10 @@
 """The generation port: what the batch driver asks of a training framework, and the step settings it gets back.
 
-A leaf (NumPy and torch only). :class:`GenerationPort` is the seam between the batch driver (``batch_driver.py``),
-which decides what a generation batch generates and trains on, and the framework that generates, scores and trains:
-TRL 1.16 through ``trl_port.TrlPort``. An implementation owns the ranks (share, gather), the rows' generation and
-scoring, the training pass and the metric stream; the driver owns everything else and reads no trainer.
+A leaf of the trainer (NumPy, torch and the sampling procedures' types). :class:`GenerationPort` is the seam between
+the batch driver (``batch_driver.py``), which decides what a generation batch generates and trains on, and the
+framework that generates, scores and trains: TRL 1.16 through ``trl_port.TrlPort``. An implementation owns the ranks
+(share, gather), the rows' generation and scoring, the training pass, the metric stream and the observers of an ended
+batch (:class:`GenerationBatchEnd`); the driver owns everything else and reads no trainer.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
+from ..sampling import Outcome
 from .hook_state import Replay
 
 
@@ -59,6 +61,25 @@ class BatchSettings:
         )
 
 
+@dataclass(frozen=True)
+class GenerationBatchEnd:
+    """One training generation batch as it ends (every rank): what a trainer callback's ``on_generation_batch_end``
+    receives as ``batch``, after the advantages and before the batch's completions update the statistics' lengths.
+
+    Attributes:
+        outcome: the procedure's (``outcome.record``: prompt ids, group ids, rewards, completion tokens, metrics of
+            every completion generated; ``outcome.selected`` / ``trained_counts``: what is trained).
+        dispatched: record index of each trained completion, in dispatch order (every rank's).
+        training_dict: this rank's, as the loss reads it (``advantages`` included).
+        expected_tokens: per prompt of the record, the expected completion tokens the dispatch planned with.
+    """
+
+    outcome: Outcome
+    dispatched: np.ndarray
+    training_dict: dict[str, Any]
+    expected_tokens: np.ndarray
+
+
 class GenerationPort(Protocol):
     """What the batch driver needs of a framework (``trl_port.TrlPort`` is TRL 1.16's)."""
 
@@ -93,3 +114,6 @@ class GenerationPort(Protocol):
 
     def replace_group_logs(self, zero_std_fraction: float, advantages: list[float], group_sizes: list[int]) -> None:
         """The framework's per-batch figures over fixed-size groups, replaced by the real groups'."""
+
+    def batch_end(self, batch: GenerationBatchEnd) -> None:
+        """Hand the ended batch to the framework's observers (TRL: callbacks' ``on_generation_batch_end``)."""

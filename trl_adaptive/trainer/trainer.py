@@ -61,6 +61,9 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
         trainer.train()
         trainer.train_dataset["success_rate"]  # per-prompt success rate, NaN until seen
         ```
+
+    A callback with an ``on_generation_batch_end(args, state, control, batch, **kwargs)`` method sees every training
+    generation batch as it ends (``batch``: :class:`~trl_adaptive.trainer.port.GenerationBatchEnd`).
     """
 
     # The hooks' per-batch state (hook_state.py). The class-level None is never mutated: the first use assigns an

@@ -32,7 +32,7 @@ from trl import GRPOTrainer
 
 from .completion_logs import take_round_extras
 from .hook_state import Replay
-from .port import BatchSettings
+from .port import BatchSettings, GenerationBatchEnd
 
 
 class RoundCaptured(Exception):
@@ -156,6 +156,16 @@ class TrlPort:
         trainer._logs["advantages"].clear()
         trainer._logs["advantages"].extend(advantages)
         trainer._logs["extra"]["group_size"].extend(group_sizes)
+
+    # observers ---------------------------------------------------------------------------------------------------
+    def batch_end(self, batch: GenerationBatchEnd) -> None:
+        """Every callback with an ``on_generation_batch_end(args, state, control, batch=...)`` method gets the ended
+        batch (transformers' callback handler dispatches only its own events, so this one is called here)."""
+        trainer = self._trainer
+        for callback in trainer.callback_handler.callbacks:
+            event = getattr(callback, "on_generation_batch_end", None)
+            if event is not None:
+                event(trainer.args, trainer.state, trainer.control, batch=batch)
 
 
 def _merge_extra_fields(rows: list[dict], extra_fields: dict) -> None:
