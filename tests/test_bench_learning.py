@@ -381,19 +381,21 @@ def test_the_oracle_allocates_and_selects_by_the_true_success_probability(monkey
 
 
 def test_every_method_shares_the_oracles_gain():
-    """share_of_<oracle>: the method's paired final gain over the oracle's, and its token saving over the oracle's."""
+    """share_of_<oracle>: the method's paired final gain over the oracle's, and its token saving over the oracle's;
+    none where the oracle's own gain is within its interval (no ceiling to share)."""
     method = {
-        "paired_difference_at": {"1.0": {"mean": 0.01}},
-        "tokens_to_uniform_final_ratio": {"0.667": {"mean": 0.9}},
+        "paired_difference_at": {"1.0": {"mean": 0.01, "half_width": 0.02}},
+        "tokens_to_uniform_final_ratio": {"0.667": {"mean": 0.9, "half_width": 0.1}},
     }
     ceiling = {
-        "paired_difference_at": {"1.0": {"mean": 0.04}},
-        "tokens_to_uniform_final_ratio": {"0.667": {"mean": 0.8}},
+        "paired_difference_at": {"1.0": {"mean": 0.04, "half_width": 0.01}},
+        "tokens_to_uniform_final_ratio": {"0.667": {"mean": 0.8, "half_width": 0.05}},
     }
     share = analysis.oracle_share(method, ceiling)
     assert share["final_accuracy"] == pytest.approx(0.25) and share["token_saving"] == pytest.approx(0.5)
-    ceiling["paired_difference_at"]["1.0"]["mean"] = -0.01  # an oracle that loses has no gain to share
-    assert analysis.oracle_share(method, ceiling)["final_accuracy"] is None
+    ceiling["paired_difference_at"]["1.0"]["half_width"] = 0.05  # level within its interval: nothing to share
+    ceiling["tokens_to_uniform_final_ratio"]["0.667"]["half_width"] = 0.3
+    assert analysis.oracle_share(method, ceiling) == {"final_accuracy": None, "token_saving": None}
 
 
 def test_a_difficulty_mix_draws_only_its_lengths_and_the_default_draw_is_unchanged():
@@ -404,3 +406,19 @@ def test_a_difficulty_mix_draws_only_its_lengths_and_the_default_draw_is_unchang
     args = bench_learning.build_parser().parse_args(["--task", "hard_mix", "--num_generations", "32"])
     settings = bench_learning.settings_from(args)
     assert (settings.num_generations, settings.prompts_per_step, settings.lengths[-1]) == (32, 4, 2)
+
+
+def test_the_oracle_benchmark_runs_at_the_tuned_setting_and_maps_each_arm_against_the_best_uniform():
+    import bench_oracle
+
+    settings = bench_oracle.table_settings("skills_g32")
+    assert (settings.steps_per_generation, settings.num_generations, settings.prompts_per_step) == (4, 32, 4)
+    assert bench_oracle.table_settings("hard_mix").lengths and bench_oracle.table_settings("reversal").train_batch == 32
+    # skills: uniform at G=32 is 0.1 better than at G=8, where the default gains 0.05 and the oracle 0.02
+    default, oracle_arm = analysis.DEFAULT_METHOD, "oracle_knapsack"
+    at_8 = [_record(m, s, base + 0.01 * s) for s in range(3) for m, base in
+            (("uniform", 0.6), (default, 0.65), (oracle_arm, 0.62))]  # fmt: skip
+    at_32 = [_record("uniform", s, 0.7 + 0.01 * s) for s in range(3)]
+    text = bench_oracle.map_table({"skills": at_8, "skills_g32": at_32}, budget=1000)
+    row = next(line for line in text.splitlines() if line.startswith("| skills, 8 "))
+    assert "| +0.050 ± 0.000 | +0.020 ± 0.000 | skills_g32 (G=32) | -0.050 ± 0.000 | -0.080 ± 0.000 |" in row

@@ -115,19 +115,26 @@ def _method_summary(runs: dict[int, dict], uniform: dict[int, dict], grid: np.nd
 
 
 def oracle_share(method: dict, oracle: dict) -> dict:
-    """What share of the oracle's gain over uniform a method captures (point estimates: a ratio of paired means, no
-    interval): of the final-accuracy gain, and of the token saving to reach uniform's 2/3-budget accuracy (1 - the
-    tokens ratio). None where the oracle gains nothing to share (its mean gain <= 0)."""
+    """What share of the oracle's gain over uniform a method captures (point estimates: a ratio of paired means):
+    of the final-accuracy gain, and of the token saving to reach uniform's 2/3-budget accuracy (1 - the tokens
+    ratio). None where the oracle's own gain is not beyond its 95% interval: there is no ceiling to share."""
 
-    def share(mine: float | None, ceiling: float | None) -> float | None:
-        return None if mine is None or ceiling is None or ceiling <= 0 else mine / ceiling
+    def gain(stat: dict, sign: float) -> float | None:
+        if stat["mean"] is None:
+            return None
+        return sign * stat["mean"] + (1.0 if sign < 0 else 0.0)  # final: the gain; tokens: 1 - the ratio
 
-    final, ceiling = method["paired_difference_at"]["1.0"]["mean"], oracle["paired_difference_at"]["1.0"]["mean"]
-    ratio, oracle_ratio = (m["tokens_to_uniform_final_ratio"]["0.667"]["mean"] for m in (method, oracle))
-    saving = None if ratio is None else 1 - ratio
+    def share(mine: dict, ceiling: dict, sign: float) -> float | None:
+        top, width = gain(ceiling, sign), ceiling.get("half_width")
+        if top is None or width is None or top <= width or gain(mine, sign) is None:
+            return None
+        return gain(mine, sign) / top
+
+    final = ("paired_difference_at", "1.0")
+    tokens = ("tokens_to_uniform_final_ratio", "0.667")
     return {
-        "final_accuracy": share(final, ceiling),
-        "token_saving": share(saving, None if oracle_ratio is None else 1 - oracle_ratio),
+        "final_accuracy": share(method[final[0]][final[1]], oracle[final[0]][final[1]], 1.0),
+        "token_saving": share(method[tokens[0]][tokens[1]], oracle[tokens[0]][tokens[1]], -1.0),
     }
 
 
