@@ -413,7 +413,8 @@ def test_the_oracle_benchmark_runs_at_the_tuned_setting_and_maps_each_arm_agains
 
     settings = bench_oracle.table_settings("skills_g32")
     assert (settings.steps_per_generation, settings.num_generations, settings.prompts_per_step) == (4, 32, 4)
-    assert bench_oracle.table_settings("hard_mix").lengths and bench_oracle.table_settings("reversal").train_batch == 32
+    assert bench_oracle.table_settings("hard_mix").lengths
+    assert bench_oracle.table_settings("reversal").train_batch == 32  # 128 completions in 4 optimizer steps
     # skills: uniform at G=32 is 0.1 better than at G=8, where the default gains 0.05 and the oracle 0.02
     default, oracle_arm = analysis.DEFAULT_METHOD, "oracle_knapsack"
     at_8 = [_record(m, s, base + 0.01 * s) for s in range(3) for m, base in
