@@ -7,8 +7,8 @@ training prompt's true success probability before each generation batch: what th
 what any estimate of p gains with Knapsack RL's objective (the ceiling), and every method's share of it is reported.
 
 Tables (``TABLES``): the three tasks with the default, the oracle arms and the do-no-harm candidates (a floor of 4
-completions); the regime map: average completions per prompt G = 32 at the same 128 completions per batch (4
-prompts), and a difficulty mix where 80% of prompts start unsolved (``hard_mix``).
+completions; a posterior that forgets in one epoch); the regime map: average completions per prompt G = 32 at the
+same 128 completions per batch (4 prompts), and a difficulty mix where 80% of prompts start unsolved (``hard_mix``).
 
     python bench/bench_oracle.py --output_dir out/oracle                  # every table: hours on 2 cores, resumable
     python bench/bench_oracle.py --output_dir out/oracle --only skills     # one table
@@ -34,11 +34,12 @@ from learning.analysis import DEFAULT_METHOD, T95, _fmt, accuracy_at, interval, 
 
 CORE = ["uniform", DEFAULT_METHOD, "oracle_knapsack"]
 FLOOR = ["bayes_knapsack_uniform_tokens_floor4", "oracle_knapsack_floor4"]
+FORGET = ["bayes_knapsack_uniform_tokens_forget"]
 # out subfolder -> (bench_learning arguments, methods, seeds)
 TABLES: dict[str, tuple[list[str], list[str], int]] = {
-    "skills": (["--task", "skills"], [*CORE, "oracle_both", *FLOOR], 8),
-    "reversal": (["--task", "reversal"], [*CORE, "oracle_both", *FLOOR], 8),
-    "large_pool": (["--task", "large_pool"], CORE, 8),
+    "skills": (["--task", "skills"], [*CORE, "oracle_both", *FLOOR, *FORGET], 8),
+    "reversal": (["--task", "reversal"], [*CORE, "oracle_both", *FORGET], 8),
+    "large_pool": (["--task", "large_pool"], [*CORE, *FORGET], 8),
     "skills_g32": (["--task", "skills", "--num_generations", "32"], CORE, 6),
     "hard_mix": (["--task", "hard_mix"], CORE, 6),
 }

@@ -424,3 +424,49 @@ def test_the_token_budget_parses_from_the_command_line_as_a_number_or_uniform(tm
     assert args.generation_token_budget is None and _budget_of(args.build_procedure().allocator) is None
     (args,) = parser.parse_args_into_dataclasses(common)
     assert args.generation_token_budget == "auto" and _budget_of(args.build_procedure().allocator) == "uniform"
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# posterior_half_life: "auto" forgets in one epoch for bayes_knapsack (docs/benchmarks.md, "Do no harm")
+# ---------------------------------------------------------------------------------------------------------------------
+def test_the_default_half_life_is_one_epoch_for_bayes_knapsack_and_never_for_the_others(tmp_path):
+    common = tiny_config_kwargs(str(tmp_path))  # 8 completions, G = 4: 2 prompts per generation batch
+    default = AdaptiveGRPOConfig(**common)
+    assert default.posterior_half_life == "auto" and default.resolved_half_life(128) == 64.0
+    assert default.resolved_half_life(None) is None  # a stream: no epoch to measure
+    assert AdaptiveGRPOConfig(**common, allocator="cero").resolved_half_life(128) is None
+    epoch = AdaptiveGRPOConfig(**common, allocator="cero", posterior_half_life="epoch")
+    assert epoch.statistics_config_for(10)["posterior_half_life"] == 5.0
+    with pytest.raises(ValueError, match="posterior_half_life='epoch' needs training data with a length"):
+        epoch.resolved_half_life(None)
+    assert AdaptiveGRPOConfig(**common, posterior_half_life=None).resolved_half_life(128) is None
+    parser = TrlParser(AdaptiveGRPOConfig)
+    cli = ["--output_dir", str(tmp_path), "--use_cpu", "true", "--posterior_half_life"]
+    assert [parser.parse_args_into_dataclasses([*cli, v])[0].posterior_half_life for v in ("epoch", "none", "3")] == [
+        "epoch",
+        None,
+        3.0,
+    ]
+    with pytest.raises(ValueError, match="posterior_half_life='weekly' is neither a number of generation batches"):
+        AdaptiveGRPOConfig(**common, posterior_half_life="weekly")
+
+
+@pytest.mark.trainer
+def test_the_trainer_resolves_the_half_life_against_its_data_and_a_passed_stores(tiny_model_dir, tmp_path):
+    from trl_adaptive.stats import PromptStatistics
+
+    trainer = build_trainer(tiny_model_dir, tmp_path / "a", make_dataset(8), allocator="bayes_knapsack")
+    assert trainer.prompt_statistics.posterior_half_life == 4.0  # 8 prompts, 2 per generation batch
+    store = PromptStatistics(posterior_half_life=None)
+    passed = {"statistics": store}
+    kept = build_trainer(tiny_model_dir, tmp_path / "b", trainer_kwargs=passed, allocator="bayes_knapsack")
+    assert kept.prompt_statistics is store  # "auto" takes the passed store's half-life
+    with pytest.raises(ValueError, match="posterior_half_life=None, but the config has posterior_half_life=4.0"):
+        build_trainer(
+            tiny_model_dir,
+            tmp_path / "c",
+            make_dataset(8),
+            allocator="bayes_knapsack",
+            trainer_kwargs={"statistics": store},
+            posterior_half_life="epoch",
+        )

@@ -27,7 +27,7 @@ from ..report.run_files import FINAL_STATISTICS_FILE
 from ..sampling import Outcome, Procedure
 from ..sampling.source import OfferedPrompts, PromptSource
 from ..stats import PromptStatistics
-from .config import STORE_SETTING_FIELDS, AdaptiveGRPOConfig
+from .config import AUTO_HALF_LIFE, STORE_SETTING_FIELDS, AdaptiveGRPOConfig
 from .inputs import check_dataset_holds_a_batch, check_procedure_reads_the_data, innermost
 from .prompt_source import check_source_reads_the_data, compose_batch
 from .prompts import training_prompts
@@ -89,7 +89,7 @@ class AdaptiveState:
         num_prompts = None if prompts.streaming else len(prompts)
         batch_prompts = args.generation_batch_size // args.num_generations
         check_source_reads_the_data(source, prompts.streaming, num_prompts, batch_prompts)
-        store = initial_statistics(statistics, args)
+        store = initial_statistics(statistics, args, num_prompts)
         prompts.attach(store, "statistics passed to AdaptiveGRPOTrainer")
         prompts.apply_prior(store)
         return cls(prompts, procedure, store, args.num_generations, source)
@@ -159,11 +159,17 @@ def _strategy(procedure: Procedure) -> Allocator | Procedure:
     return procedure.allocator if procedure.allocator is not None else innermost(procedure)
 
 
-def initial_statistics(statistics: PromptStatistics | None, args: AdaptiveGRPOConfig) -> PromptStatistics:
-    """A fresh store with the config's settings, or the one passed in if its settings are the config's."""
+def initial_statistics(
+    statistics: PromptStatistics | None, args: AdaptiveGRPOConfig, num_prompts: int | None = None
+) -> PromptStatistics:
+    """A fresh store with the config's settings for ``num_prompts`` training prompts (None: a stream), or the one
+    passed in if its settings are the config's (``posterior_half_life="auto"`` takes the passed store's)."""
+    config = args.statistics_config_for(num_prompts)
     if statistics is None:
-        return PromptStatistics(**args.statistics_config)
-    mismatched = {k: v for k, v in args.statistics_config.items() if getattr(statistics, k) != v}
+        return PromptStatistics(**config)
+    if args.posterior_half_life == AUTO_HALF_LIFE:
+        config["posterior_half_life"] = statistics.posterior_half_life
+    mismatched = {k: v for k, v in config.items() if getattr(statistics, k) != v}
     if mismatched:
         store = ", ".join(f"{k}={getattr(statistics, k)!r}" for k in mismatched)
         config = ", ".join(f"{STORE_SETTING_FIELDS[k]}={v!r}" for k, v in mismatched.items())

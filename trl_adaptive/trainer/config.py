@@ -19,6 +19,10 @@ from .statistics_settings import check_statistics_settings
 #: generation_token_budget's default: "uniform" for an allocator that honours a token budget, none for the others.
 AUTO_TOKEN_BUDGET = "auto"
 
+#: posterior_half_life's values that the trainer resolves against its data: one epoch of the training data, in
+#: generation batches ("epoch"); that for bayes_knapsack and never forgetting for the others ("auto", the default).
+EPOCH_HALF_LIFE, AUTO_HALF_LIFE = "epoch", "auto"
+
 #: PromptStatistics argument -> the AdaptiveGRPOConfig field that sets it.
 STORE_SETTING_FIELDS: dict[str, str] = {
     "success_threshold": "success_threshold",
@@ -101,11 +105,16 @@ class AdaptiveGRPOConfig(GRPOConfig):
         Constructor arguments of the prompt source (a dict, or a JSON string on the command line). With a selecting
         source, `"revisit_epochs": k` adds a floor of visits: a prompt passed over at k consecutive epochs' offers is
         generated at its next.
-    posterior_half_life (`float` or `None`, *optional*, defaults to `None`):
-        Half-life of the per-prompt Beta posterior's evidence (read by `bayes_knapsack` and `cero`), in generation
-        batches (= optimizer steps when `steps_per_generation` is 1): a completion scored h batches ago weighs half.
-        `None` never forgets, the default: in the simulator forgetting never raised the value share
-        (docs/statistics.md). Set it when the policy drifts far within the evidence's lifetime (many epochs).
+    posterior_half_life (`float`, `str` or `None`, *optional*, defaults to `"auto"`):
+        Half-life of the per-prompt Beta posterior's evidence (read by `bayes_knapsack`, `cero` and the `mopps` /
+        `value_pool` sources), in generation batches (= optimizer steps when `steps_per_generation` is 1): a
+        completion scored h batches ago weighs half. `"epoch"`: one epoch of the training data (its prompts / the
+        prompts per generation batch), so last epoch's evidence weighs half. `"auto"` (default): `"epoch"` for
+        `bayes_knapsack`, `None` for the other strategies and for a streaming dataset (no length), or the half-life
+        of the statistics passed to the trainer. `None` never forgets. At the tuned setting of the learning benchmark
+        a posterior that forgets in one epoch kept the default level with tuned uniform with no difficulty bin
+        regressing beyond its interval, where the never-forgetting one let solved and mid-difficulty prompts slip
+        (docs/benchmarks.md, "Do no harm").
     posterior_prior_a (`float`, *optional*, defaults to `1.0`):
         Weak Beta(a0, b0) prior of every prompt's posterior, under the success-rate column's pseudo-counts and the
         evidence. `1.0, 1.0` is uniform (CERO's); `0.5, 0.5` (Jeffreys) gave `bayes_knapsack` a higher
@@ -237,9 +246,12 @@ class AdaptiveGRPOConfig(GRPOConfig):
             "'revisit_epochs': k generates a prompt passed over at k consecutive epochs' offers at its next."
         },
     )
-    posterior_half_life: float | None = field(
-        default=None,
-        metadata={"help": "Half-life of the Beta posterior's evidence in generation batches; None: never forget."},
+    posterior_half_life: float | str | None = field(
+        default=AUTO_HALF_LIFE,
+        metadata={
+            "help": "Half-life of the Beta posterior's evidence in generation batches, 'epoch' (one epoch of the "
+            "training data), 'auto' (default: 'epoch' for bayes_knapsack, never for the others) or None (never)."
+        },
     )
     posterior_prior_a: float = field(
         default=1.0,
@@ -319,6 +331,7 @@ class AdaptiveGRPOConfig(GRPOConfig):
                     f"{column}={name!r}: must be a non-empty column name (a str), e.g. {column}="
                     f"{self.__dataclass_fields__[column].default!r}."
                 )
+        self._parse_half_life()
         check_statistics_settings(self)  # a ValueError naming the field and the fix; warns about unread settings
         self._check_token_budget()
         self._check_rollout_bounds()
@@ -333,6 +346,36 @@ class AdaptiveGRPOConfig(GRPOConfig):
                 f"prompt_id_column and success_rate_column are both {self.prompt_id_column!r}; give them different "
                 "names."
             )
+
+    def _parse_half_life(self) -> None:
+        """posterior_half_life from the command line: a number, "epoch", "auto" or "none"."""
+        value = self.posterior_half_life
+        if not isinstance(value, str) or value in (EPOCH_HALF_LIFE, AUTO_HALF_LIFE):
+            return
+        if value.lower() in ("none", "null"):
+            self.posterior_half_life = None
+            return
+        try:
+            self.posterior_half_life = float(value)
+        except ValueError:
+            raise ValueError(
+                f"posterior_half_life={value!r} is neither a number of generation batches, 'epoch', 'auto' nor None. "
+                "Give a half-life in generation batches, 'epoch' (one epoch of the training data), or leave it unset."
+            ) from None
+
+    def resolved_half_life(self, num_prompts: int | None) -> float | None:
+        """posterior_half_life for training data of ``num_prompts`` prompts (None: a stream, of unknown length)."""
+        half_life = self.posterior_half_life
+        if half_life == AUTO_HALF_LIFE:
+            half_life = EPOCH_HALF_LIFE if self.allocator == "bayes_knapsack" and num_prompts is not None else None
+        if half_life != EPOCH_HALF_LIFE:
+            return half_life
+        if num_prompts is None:
+            raise ValueError(
+                "posterior_half_life='epoch' needs training data with a length (a streaming dataset has none). Give a "
+                "half-life in generation batches, or posterior_half_life=None."
+            )
+        return num_prompts / (self.generation_batch_size // self.num_generations)
 
     def _check_token_budget(self) -> None:
         """generation_token_budget: a number of tokens > 0 or "uniform", for a strategy that can honour it, "auto" or
@@ -458,11 +501,22 @@ class AdaptiveGRPOConfig(GRPOConfig):
         """The prompt source this config names, built with ``prompt_source_kwargs`` (a fresh one per call)."""
         return build_prompt_source(self.prompt_source, self.prompt_source_kwargs)
 
+    def statistics_config_for(self, num_prompts: int | None) -> dict[str, float | None]:
+        """The :class:`~trl_adaptive.PromptStatistics` settings this config fixes for training data of
+        ``num_prompts`` prompts (None: a stream), by the store's argument names (:data:`STORE_SETTING_FIELDS` maps
+        them to this config's fields); ``posterior_half_life`` resolved (:meth:`resolved_half_life`)."""
+        config = {store: getattr(self, field) for store, field in STORE_SETTING_FIELDS.items()}
+        config["posterior_half_life"] = self.resolved_half_life(num_prompts)
+        return config
+
     @property
     def statistics_config(self) -> dict[str, float | None]:
-        """The :class:`~trl_adaptive.PromptStatistics` settings this config fixes (a store must match them), by the
-        store's argument names (:data:`STORE_SETTING_FIELDS` maps them to this config's fields)."""
-        return {store: getattr(self, field) for store, field in STORE_SETTING_FIELDS.items()}
+        """:meth:`statistics_config_for` data of unknown length, except that ``"epoch"`` (and ``"auto"``) stand for
+        a half-life the trainer resolves against its data: here they read as None (the settings' checks)."""
+        config = {store: getattr(self, field) for store, field in STORE_SETTING_FIELDS.items()}
+        if isinstance(config["posterior_half_life"], str):
+            config["posterior_half_life"] = None
+        return config
 
     @classmethod
     def from_grpo_config(cls, config: GRPOConfig, **adaptive_fields: Any) -> AdaptiveGRPOConfig:

@@ -165,6 +165,7 @@ def allocation_summary(
         "metrics": metrics,
         "num_prompts": len(ids),
         "epochs_closed": int(statistics.epoch),
+        "posterior_half_life": statistics.posterior_half_life,  # the store's: "epoch" / "auto" resolved
         "prompt_status": status,
     }
 
@@ -193,11 +194,11 @@ def _format_value(value: Any) -> str:
     return repr(value) if isinstance(value, str) else str(value)
 
 
-def _round_rows(name: str, args: Any) -> list[str]:
+def _round_rows(name: str, args: Any, summary: Mapping[str, Any]) -> list[str]:
     """Card rows for the settings only some allocators read: the posterior, the pilot, dynamic sampling."""
     rows = []
     if "posterior" in _registered(name).reads:
-        half_life = getattr(args, "posterior_half_life", None)
+        half_life = summary.get("posterior_half_life", getattr(args, "posterior_half_life", None))
         forgetting = "never forgets" if half_life is None else f"half-life {half_life} generation batches"
         rows.append(
             f"| posterior | Beta({getattr(args, 'posterior_prior_a', 1.0)}, {getattr(args, 'posterior_prior_b', 1.0)})"
@@ -227,7 +228,7 @@ def _settings_rows(summary: Mapping[str, Any], args: Any) -> list[str]:
         f"({summary['num_generations']} per prompt on average) |",
         f"| success threshold | a completion succeeds when its total reward is >= {args.success_threshold} |",
         f"| equal prompt weighting | {args.equal_prompt_weighting} |",
-        *_round_rows(name, args),
+        *_round_rows(name, args, summary),
         f"| loss | `loss_type={args.loss_type!r}`, clip epsilon {args.epsilon} / {epsilon_high}, beta {args.beta} |",
     ]
 
