@@ -15,7 +15,7 @@ same 128 completions per batch (4 prompts), and a difficulty mix where 80% of pr
     python bench/bench_oracle.py --output_dir out/oracle --cached_only    # the tables and plot from the runs on disk
 
 Writes OUT/oracle.md (the tables) and OUT/oracle_ceiling.png (accuracy against generated tokens per task: tuned
-uniform, the default and the oracle knapsack, each with its 95% band).
+uniform, the default, the never-forgetting bayes_knapsack it replaced and the oracle knapsack, with 95% bands).
 """
 
 from __future__ import annotations
@@ -150,17 +150,20 @@ def plot(by_table: dict[str, list[dict]], budget: int, path: Path) -> None:
     names = [name for name in ("skills", "reversal", "large_pool", "hard_mix") if name in by_table]
     figure, axes = plt.subplots(1, len(names), figsize=(4.2 * len(names), 3.8), squeeze=False)
     grid = np.linspace(0, budget, 21)
-    styles = {"uniform": ("tuned uniform", "k"), DEFAULT_METHOD: ("default", "tab:blue"),
-              "oracle_knapsack": ("oracle knapsack (true p)", "tab:red")}  # fmt: skip
+    styles = {"uniform": ("tuned uniform", "k", "-"),
+              "bayes_knapsack_uniform_tokens_forget": ("default (posterior forgets in one epoch)", "tab:blue", "-"),
+              DEFAULT_METHOD: ("bayes_knapsack, never forgetting (old default)", "tab:blue", ":"),
+              "oracle_knapsack": ("oracle knapsack (true p)", "tab:red", "-")}  # fmt: skip
     for axis, name in zip(axes[0], names, strict=True):
-        for method, (label, color) in styles.items():
+        for method, (label, color, line) in styles.items():
             curves = np.array([accuracy_at(r["curve"], grid) for r in by_table[name] if r["method"] == method])
             if len(curves) < 2:
                 continue
             mean = curves.mean(0)
             half = T95[max(k for k in T95 if k <= len(curves) - 1)] * curves.std(0, ddof=1) / np.sqrt(len(curves))
-            axis.plot(grid / 1000, mean, color=color, lw=1.6, label=label)
-            axis.fill_between(grid / 1000, mean - half, mean + half, color=color, alpha=0.15)
+            axis.plot(grid / 1000, mean, color=color, lw=1.6, ls=line, label=label)
+            if line == "-":
+                axis.fill_between(grid / 1000, mean - half, mean + half, color=color, alpha=0.15)
         axis.set_title(f"{name} ({len(curves)} seeds)")
         axis.set_xlabel("generated tokens (thousands)")
     axes[0][0].set_ylabel("held-out accuracy")
