@@ -505,9 +505,7 @@ class AdaptiveGRPOConfig(GRPOConfig):
         """The :class:`~trl_adaptive.PromptStatistics` settings this config fixes for training data of
         ``num_prompts`` prompts (None: a stream), by the store's argument names (:data:`STORE_SETTING_FIELDS` maps
         them to this config's fields); ``posterior_half_life`` resolved (:meth:`resolved_half_life`)."""
-        config = {store: getattr(self, field) for store, field in STORE_SETTING_FIELDS.items()}
-        config["posterior_half_life"] = self.resolved_half_life(num_prompts)
-        return config
+        return self.statistics_config | {"posterior_half_life": self.resolved_half_life(num_prompts)}
 
     @property
     def statistics_config(self) -> dict[str, float | None]:

@@ -207,6 +207,12 @@ def check_checkpoint_to_resume(state: AdaptiveState, checkpoint: str) -> None:
     """``resume_from_checkpoint=<path>``: a ValueError (another trainer's checkpoint) or FileNotFoundError (an
     incomplete one) that says what can be done, before transformers loads anything; the saved state is checked
     against this run (:func:`restorable_state`)."""
+    _check_folder(checkpoint)
+    restorable_state(state, os.path.join(checkpoint, ADAPTIVE_STATE_FILE), " Resume from another checkpoint.")
+
+
+def _check_folder(checkpoint: str) -> None:
+    """``checkpoint`` exists, was written by AdaptiveGRPOTrainer and is complete; else an error saying what to do."""
     if not os.path.isdir(checkpoint):
         newest = newest_complete_checkpoint(os.path.dirname(os.path.abspath(checkpoint)))
         raise FileNotFoundError(
@@ -233,14 +239,13 @@ def check_checkpoint_to_resume(state: AdaptiveState, checkpoint: str) -> None:
                 else "No complete checkpoint is beside it: start without resume_from_checkpoint."
             )
         )
-    restorable_state(state, os.path.join(checkpoint, ADAPTIVE_STATE_FILE), " Resume from another checkpoint.")
 
 
 def load_checkpoint_state(state: AdaptiveState, checkpoint: str) -> None:
     """Restore ``checkpoint``'s adaptive state (:func:`check_checkpoint_to_resume` refuses what cannot be); a
     checkpoint written on an epoch's last step precedes ``on_epoch_end``, so that epoch is closed now. The trainer
     refreshes its dataset column."""
-    check_checkpoint_to_resume(state, checkpoint)
+    _check_folder(checkpoint)  # load_adaptive_state checks what it restores itself
     load_adaptive_state(state, os.path.join(checkpoint, ADAPTIVE_STATE_FILE))
     state.close_epochs_through(state.resumed_epochs_trained)
     state.statistics_hold_the_run = True
