@@ -3,6 +3,7 @@ transformers moves them, and when the installed versions leave the ranges pyproj
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import re
 from pathlib import Path
@@ -21,13 +22,11 @@ from trl_adaptive import AdaptiveGRPOTrainer
 # override relies on). The library is that of the first class in GRPOTrainer's MRO that defines the method.
 PINNED_HOOKS = {
     "_generate_and_score_completions": ("trl", ["self", "inputs"]),
-    "_calculate_rewards": ("trl", ["self", "inputs", "prompts", "completions", "completion_ids_list"]),
     "_generate_single_turn": (
         "trl",
         ["self", "prompt_ids", "images", "multimodal_fields", "num_generations", "has_tool_images"],
     ),
     "_get_train_sampler": ("trl", ["self", "dataset"]),
-    "_generate": ("trl", ["self", "prompts"]),
     "_save_checkpoint": ("trl", ["self", "model", "trial"]),
     "_load_optimizer_and_scheduler": ("trl", ["self", "checkpoint"]),
     "_set_signature_columns_if_needed": ("trl", ["self"]),
@@ -54,6 +53,18 @@ PINNED_HOOKS = {
         ["self", "max_steps", "num_update_steps_per_epoch", "num_train_epochs", "resume_from_checkpoint", "trial"],
     ),
 }
+
+
+# GRPOTrainer's hooks a generation batch CALLS (never overrides): name -> the parameters it passes.
+CALLED_HOOKS = {
+    "_generate": ["self", "prompts"],
+    "_calculate_rewards": ["self", "inputs", "prompts", "completions", "completion_ids_list"],
+    "_get_per_token_logps_and_entropies": ["self", "model", "input_ids", "attention_mask", "logits_to_keep"],
+}
+
+# trl_adaptive/trainer/grpo_steps.py is trl 1.16.0's _generate_and_score_completions cut at its _generate call: a
+# changed method (another digest) means re-reading our copy against it before moving the pin.
+GENERATE_AND_SCORE_SHA256 = "1fa48922792dcd5c"
 
 
 def _upstream_owner(name: str) -> type | None:
@@ -139,52 +150,50 @@ def test_overrides_keep_the_upstream_parameters_they_name():
         assert ours == params[: len(ours)], f"AdaptiveGRPOTrainer.{name}{tuple(ours)} vs upstream {tuple(params)}"
 
 
+def test_the_hooks_a_batch_calls_keep_their_parameters_and_are_not_overridden():
+    for name, params in CALLED_HOOKS.items():
+        method = GRPOTrainer.__dict__.get(name)
+        assert method is not None, f"GRPOTrainer.{name} is gone (trl {trl.__version__})"
+        assert list(inspect.signature(method).parameters)[: len(params)] == params, f"GRPOTrainer.{name}"
+        assert name not in AdaptiveGRPOTrainer.__dict__, f"AdaptiveGRPOTrainer overrides {name}: it is called"
+
+
+def test_the_method_our_batch_copies_its_set_up_and_tensors_from_is_unchanged():
+    """``grpo_steps.py`` holds what GRPOTrainer._generate_and_score_completions does before and after ``_generate``."""
+    source = inspect.getsource(GRPOTrainer._generate_and_score_completions)
+    digest = hashlib.sha256(source.encode()).hexdigest()[:16]
+    assert digest == GENERATE_AND_SCORE_SHA256, (
+        f"GRPOTrainer._generate_and_score_completions changed (trl {trl.__version__}): diff it against "
+        "trl_adaptive/trainer/grpo_steps.py and the metrics in trainer/metrics.py, then update the digest"
+    )
+
+
 @pytest.mark.trainer
 def test_grpo_internals_we_read_still_exist():
     source = inspect.getsource(GRPOTrainer)
-    # Attributes read by our overrides.
-    for attribute in ("self.reward_weights", "self.scale_rewards", "self.multi_objective_aggregation", "self._logs"):
-        assert attribute in source, attribute
-    # The fixed-group assumptions our overrides replace; if trl drops them, our fixes may double-correct.
+    # The fixed-group assumptions our batch replaces.
     assert "rewards.view(-1, num_generations)" in source
-    assert 'self._metrics[mode]["frac_reward_zero_std"]' in source
     assert "mini_repeat_count=self.num_generations" in source
-    # The pass after rounds replays completions through these two calls, each made once per batch by the parent.
-    parent = inspect.getsource(GRPOTrainer._generate_and_score_completions)
-    assert parent.count("self._generate(prompts)") == 1
-    assert parent.count("self._calculate_rewards(") == 1
-    # A round (TrlPort.generate_round) runs the parent up to its _generate call and stops there: nothing before that
-    # call may talk across ranks, or the ranks would part; and it merges a rollout_func's extra fields as TRL does.
-    before_generate = parent[: parent.index("self._generate(prompts)")]
-    for collective in ("gather", "broadcast", "reduce", "wait_for_everyone", "all_"):
-        assert collective not in before_generate, collective
-    assert "inp[key] = values[i]" in parent
-    # log_extra values wait in _pending_extra_logs, one per row scored, and the parent flushes them after its
-    # _calculate_rewards call (rounds take each round's out, the replay puts the trained rows' back: completion_logs)
+    # log_extra values wait in _pending_extra_logs (one per row scored), log_metric values in _pending_metrics: a
+    # batch takes each round's extras out with its completions and flushes the metrics once (generation_batch.py).
     assert "self._pending_extra_logs[column].extend(values)" in inspect.getsource(GRPOTrainer._log_completion_extra)
-    flush = parent.index("self._pending_extra_logs.get(column, [None] * len(prompts))")
-    assert parent.index("self._calculate_rewards(") < flush and "self._pending_extra_logs.clear()" in parent[flush:]
-    # generated/* repeat these formulas over every completion generated (completion_logs.generated_reward_metrics).
-    for formula in (
-        'self._metrics[mode][f"rewards/{reward_func_name}/mean"].append(mean_rewards)',
-        "mean_rewards = torch.nanmean(rewards_per_func[:, i]).item()",
-        "rewards = (rewards_per_func * self.reward_weights.to(rewards_per_func.device).unsqueeze(0)).nansum(dim=1)",
-        "unscorable_mask = torch.isnan(rewards_per_func).all(dim=1)",
-        "rewards[unscorable_mask] = torch.nan",
-        'self._metrics[mode]["reward"].append(torch.nanmean(rewards).item())',
-        'self._metrics[mode]["reward_std"].append(nanstd(rewards).item())',
-    ):
-        assert formula in parent, formula
+    assert "self._pending_metrics[name].append(value)" in inspect.getsource(GRPOTrainer._log_metric)
+    # _generate logs completions/* and tools/* per call, into _metrics[mode]: a batch sets them aside and logs its
+    # own over every round (metrics.completion_length_metrics, tool_metrics); num_tokens is a running total.
+    generate = inspect.getsource(GRPOTrainer._generate)
+    for name in ("completions/mean_length", "completions/clipped_ratio", "tools/call_frequency"):
+        assert f'self._metrics[mode]["{name}"]' in generate, name
+    assert 'self._metrics[mode]["num_tokens"] = [self.state.num_input_tokens_seen]' in generate
+    # ... and the shape of what it returns.
+    returned = "return prompt_ids, completion_ids, tool_mask, completions, logprobs, extra_fields, images, tool_images"
+    assert returned in generate
+    # _calculate_rewards returns every rank's rewards, gathered.
+    assert "rewards_per_func = gather(rewards_per_func)" in inspect.getsource(GRPOTrainer._calculate_rewards)
     # Without a train_dataset an environment owns the data: the trainer builds the same placeholder rows
     # (trainer/environment_data.py) and lets GRPOTrainer make its own checks and placeholder.
     init = inspect.getsource(GRPOTrainer.__init__)
     assert "num_placeholder_rows = args.generation_batch_size // args.num_generations" in init
     assert 'Dataset.from_dict({"prompt": [[{"role": "user", "content": ""}]] * num_placeholder_rows})' in init
-    # ... and relies on the shape of what _generate returns.
-    assert (
-        "return prompt_ids, completion_ids, tool_mask, completions, logprobs, extra_fields, images, tool_images"
-        in (inspect.getsource(GRPOTrainer._generate))
-    )
 
 
 def test_transformers_save_order_we_rely_on():
@@ -228,17 +237,24 @@ def test_vllm_generation_internals_the_cpu_paths_use():
     assert "def close_communicator" in inspect.getsource(vllm_client.VLLMClient)
 
 
-def test_every_trainer_attribute_the_generation_port_reads_is_one_trl_sets():
-    """``trl_port.TrlPort`` is the one adapter to TRL: each ``trainer.<name>`` it reads (besides the trainer's own
-    ``_hook_state``) must be assigned by GRPOTrainer or transformers' Trainer, or a rename in trl fails here first."""
+def test_every_trainer_member_a_batch_touches_is_one_trl_defines():
+    """``generation_batch.py`` and ``grpo_steps.py`` are where a batch touches the trainer: each ``trainer.<name>``
+    they read must be set or defined by GRPOTrainer or transformers' Trainer, or a rename in trl fails here first.
+    docs/trainer.md lists them, and why."""
     from transformers import Trainer
 
-    from trl_adaptive.trainer import trl_port
+    from trl_adaptive.trainer import generation_batch, grpo_steps
 
-    source = Path(trl_port.__file__).read_text()
-    names = set(re.findall(r"(?<![.\w])trainer\.(\w+)|self\._trainer\.(\w+)", source))
-    names = {a or b for a, b in names} - {"_hook_state"}
-    assert {"_metrics", "_logs", "_pending_extra_logs", "environment_factories", "reward_weights"} <= names
+    names = set()
+    for module in (generation_batch, grpo_steps):
+        names |= set(re.findall(r"(?<![./\w])trainer\.(\w+)", Path(module.__file__).read_text()))
     upstream = inspect.getsource(GRPOTrainer) + inspect.getsource(Trainer)
-    missing = [name for name in sorted(names) if not re.search(rf"self\.{name}\s*(:[^=\n]*)?=[^=]", upstream)]
+    missing = [
+        name
+        for name in sorted(names)
+        if not re.search(rf"self\.{name}\s*(:[^=\n]*)?=[^=]|def {name}\(", upstream)
+    ]
     assert not missing, f"TRL no longer sets {missing}; trl_adaptive is pinned to trl 1.16"
+    documented = (REPO / "docs" / "trainer.md").read_text()
+    undocumented = [name for name in sorted(names) if f"`{name}`" not in documented]
+    assert not undocumented, f"docs/trainer.md does not list the TRL members {undocumented}"

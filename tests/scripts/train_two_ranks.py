@@ -70,7 +70,7 @@ def instrument(trainer) -> list[dict]:
             steps[-1]["group_ids"] = outcome.record.group_ids[batch.dispatched].tolist()  # dispatch order, all ranks
             steps[-1]["expected_tokens"] = batch.expected_tokens.tolist()  # what the dispatch read
 
-    if hasattr(trainer, "batch_driver"):  # an AdaptiveGRPOTrainer (GRPOTrainer never fires the event)
+    if hasattr(trainer, "generation_batches"):  # an AdaptiveGRPOTrainer (GRPOTrainer never fires the event)
         trainer.add_callback(BatchEnd())
 
     def record_calculate(inputs, prompts, completions, completion_ids_list):

@@ -1,5 +1,5 @@
 """The run's adaptive state without a trainer (``trl_adaptive/trainer/adaptive_state.py``): epoch bookkeeping,
-``adaptive_state.json`` written and restored through it alone; the hooks' per-batch state; the broadcast messages."""
+``adaptive_state.json`` written and restored through it alone; what the main process shares each round."""
 
 from __future__ import annotations
 
@@ -8,17 +8,14 @@ import pickle
 
 import numpy as np
 import pytest
-import torch
 from datasets import Dataset
 from helpers.trainer import tiny_config_kwargs
 
 from trl_adaptive import AdaptiveGRPOConfig, get_allocator
-from trl_adaptive.sampling import BatchContext, BatchRun, PlanAhead
+from trl_adaptive.sampling import BatchContext, BatchRun, Outcome, PlanAhead, run_rounds
 from trl_adaptive.stats import PromptStatistics
 from trl_adaptive.trainer.adaptive_state import AdaptiveState, checked_training_prompts
-from trl_adaptive.trainer.hook_state import HookState
 from trl_adaptive.trainer.persistence import load_adaptive_state, restorable_state, save_adaptive_state
-from trl_adaptive.trainer.rounds import OutcomeMessage, RoundMessage, next_message, observe_round
 
 
 def _state(tmp_path, prompts: int = 8, **config) -> AdaptiveState:
@@ -90,24 +87,9 @@ def test_the_strategy_by_name_is_the_plan_ahead_allocator(tmp_path):
     assert isinstance(state.procedure, PlanAhead) and state.allocator is state.procedure.allocator
 
 
-def test_the_hooks_state_hands_the_generation_time_over_once():
-    hooks = HookState()
-    hooks.generation_seconds += 1.5
-    assert hooks.take_generation_seconds() == 1.5 and hooks.generation_seconds == 0.0
-
-
-def test_the_hooks_state_refuses_rewards_of_another_shape():
-    hooks = HookState()
-    with pytest.raises(RuntimeError, match=r"shape \(4, 1\), got None"):
-        hooks.check_rewards(4, 1)
-    hooks.rewards_per_func = torch.zeros(4, 2)
-    with pytest.raises(RuntimeError, match=r"shape \(4, 1\), got \(4, 2\)"):
-        hooks.check_rewards(4, 1)
-    hooks.check_rewards(4, 2)
-
-
-def test_the_broadcast_messages_are_named_and_survive_pickling():
-    """What ``share`` broadcasts (``broadcast_object_list`` pickles it): a round, then the outcome."""
+def test_what_the_main_process_shares_each_round_survives_pickling():
+    """What ``run_rounds`` hands ``share`` (``broadcast_object_list`` pickles it): each round with its jobs, then the
+    outcome; a rank with no procedure (run None) follows the main process's rounds and gets its outcome."""
     ctx = BatchContext(
         prompt_ids=np.arange(4, dtype=np.int64),
         budget=8,
@@ -117,13 +99,20 @@ def test_the_broadcast_messages_are_named_and_survive_pickling():
         draw_prompts=lambda exclude, number: np.zeros(0, dtype=np.int64),
         rng=np.random.default_rng(0),
     )
-    run = BatchRun(PlanAhead(get_allocator("uniform")), ctx)
-    message = pickle.loads(pickle.dumps(next_message(run)))
-    assert isinstance(message, RoundMessage) and message.request.final
-    np.testing.assert_array_equal(message.record_ids, np.arange(4))
-    assert len(message.jobs) == 8
-    with pytest.raises(AttributeError):
-        message.jobs = None  # frozen
-    rewards, tokens = np.ones(8), np.full(8, 3.0)
-    outcome = pickle.loads(pickle.dumps(observe_round(run, message.jobs, rewards, tokens)))
-    assert isinstance(outcome, OutcomeMessage) and len(outcome.outcome.selected) == 8
+    shared = []
+
+    def share(value):  # the main process's value, through a pickle as broadcast_object_list sends it
+        shared.append(pickle.loads(pickle.dumps(value)))
+        return shared[-1]
+
+    def generate(request, jobs):
+        assert request.final and len(jobs) == 8
+        return np.ones(8), np.full(8, 3.0)
+
+    outcome = run_rounds(BatchRun(PlanAhead(get_allocator("uniform")), ctx), generate, share)
+    assert len(shared) == 2 and isinstance(shared[1], Outcome) and len(outcome.selected) == 8
+    request, jobs = shared[0]
+    np.testing.assert_array_equal(request.prompt_ids, np.arange(4))
+    replies = iter(shared)
+    follower = run_rounds(None, generate, lambda value: next(replies))  # another rank
+    np.testing.assert_array_equal(follower.selected, outcome.selected)

@@ -161,11 +161,11 @@ def test_dynamic_sampling_logs_every_completion_generated_and_keeps_extra_column
     _assert_extra_columns_stay_with_their_rows(trainer)
 
 
-def test_round_extras_are_taken_per_row_and_replayed_for_the_trained_rows_only():
+def test_round_extras_are_taken_per_row():
     """A round's log_extra values leave TRL's buffer one dict per row; a column logged with another length than the
-    rows scored cannot be placed (empty cells, a warning); the replay gives every column logged in any round, None
-    where a completion's round did not log it, for the trained completions in the pass's order."""
-    from trl_adaptive.trainer.completion_logs import replay_extras, take_round_extras
+    rows scored cannot be placed (empty cells, a warning). The table then shows every column any trained completion
+    logged, None where one did not (the trainer tests above)."""
+    from trl_adaptive.trainer.generation_batch import take_round_extras
 
     pending = defaultdict(list)  # TRL's _pending_extra_logs
     pending["text"].extend(["a", "b"])
@@ -176,5 +176,3 @@ def test_round_extras_are_taken_per_row_and_replayed_for_the_trained_rows_only()
     with pytest.warns(UserWarning, match=r"log_extra\('text', \.\.\.\) logged 3 values while 2 completions"):
         second = take_round_extras(pending, 2)
     assert second == [{"text": None, "judge": 0.5}, {"text": None, "judge": 0.25}]
-    replayed = replay_extras(first + second, np.array([3, 0]))
-    assert replayed == {"judge": [0.25, None], "text": [None, "a"]}

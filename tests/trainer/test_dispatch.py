@@ -251,9 +251,9 @@ def test_batch_dispatch_balances_a_planned_round_by_the_expected_tokens_and_keep
         seed=0, step=3, num_ranks=2, expected_tokens=lambda ids: np.array([lengths[i] for i in ids])
     )
     jobs, record_ids = np.array([0, 0, 0, 0, 1, 1, 2, 2]), np.array([0, 1, 2])
-    order = dispatch.planned_order(jobs, record_ids)
+    order = dispatch.planned_order(record_ids[jobs])
     assert sorted(order.tolist()) == list(range(8))
     per_rank = np.array([lengths[i] for i in record_ids[jobs[order]]]).reshape(2, -1).sum(axis=1)
     assert per_rank.tolist() == [240.0, 240.0]  # the module docstring's example, balanced
     equal = np.array([0, 0, 1, 1, 2, 2])
-    assert dispatch.planned_order(equal, record_ids).tolist() == list(range(6))  # GRPOTrainer's layout
+    assert dispatch.planned_order(record_ids[equal]).tolist() == list(range(6))  # GRPOTrainer's layout

@@ -87,19 +87,17 @@ def test_seq_balance_trains_a_balanced_subset_with_the_full_sample_baseline(tiny
         scale_rewards="none",
     )
     captured = {}
-    original = trainer._generate_and_score_completions
 
-    def record(inputs):
-        output = original(inputs)
-        captured["advantages"] = output["advantages"].clone()
-        captured["rewards"] = trainer._hook_state.rewards_per_func.clone()
-        return output
+    class BatchEnd(TrainerCallback):
+        def on_generation_batch_end(self, args, state, control, batch, **kwargs):
+            captured["advantages"] = batch.training_dict["advantages"].clone()
+            captured["rewards"] = torch.as_tensor(batch.outcome.record.rewards[batch.dispatched])  # trained ones
 
-    trainer._generate_and_score_completions = record
+    trainer.add_callback(BatchEnd())
     trainer.train()
     attempts = trainer.prompt_statistics.batch(range(4)).attempts.tolist()
     assert attempts == [12.0, 12.0, 8.0, 4.0]
-    rewards = captured["rewards"][:, 0]
+    rewards = captured["rewards"]
     assert len(rewards) == 16
     # Advantages are reward - mean over ALL completions drawn for the prompt (scale_rewards="none").
     means = {0: 0.0, 1: 1.0, 2: 3 / 8, 3: 0.5}
@@ -183,7 +181,8 @@ def test_allocator_weights_scale_the_advantages_under_dynamic_sampling(tiny_mode
 
     class BatchEnd(TrainerCallback):
         def on_generation_batch_end(self, args, state, control, batch, **kwargs):
-            advantages, rewards = batch.training_dict["advantages"], trainer._hook_state.rewards_per_func[:, 0]
+            advantages = batch.training_dict["advantages"]
+            rewards = torch.as_tensor(batch.outcome.record.rewards[batch.dispatched])  # the trained ones
             seen.append((batch.outcome, batch.dispatched, advantages.clone(), rewards.clone()))
 
     trainer.add_callback(BatchEnd())
@@ -228,7 +227,12 @@ def test_shaped_rewards_fill_adds_no_gradient(tiny_model_dir, tmp_path):
     """Rewards 0.6 / 0.9 with success_threshold 0.5: every group is 'all correct' by the success rule yet has reward
     variance, so the fill would carry advantage; its weight 0 removes it."""
     dataset = Dataset.from_dict({"prompt": ["shaped, always correct"] * 8, "prompt_id": list(range(8))})
-    outputs = []
+    outputs, trained_rewards = [], []
+
+    class BatchEnd(TrainerCallback):
+        def on_generation_batch_end(self, args, state, control, batch, **kwargs):
+            trained_rewards.append(batch.outcome.record.rewards[batch.dispatched])
+
     with pytest.warns(UserWarning, match="advantage weight 0"):
         trainer = _trainer(
             tiny_model_dir,
@@ -243,8 +247,9 @@ def test_shaped_rewards_fill_adds_no_gradient(tiny_model_dir, tmp_path):
         )
         generate = trainer._generate_and_score_completions
         trainer._generate_and_score_completions = lambda inputs: outputs.append(generate(inputs)) or outputs[-1]
+        trainer.add_callback(BatchEnd())
         trainer.train()
-    assert trainer._hook_state.rewards_per_func.std() > 0
+    assert np.std(trained_rewards[0]) > 0
     assert torch.count_nonzero(outputs[0]["advantages"]) == 0
 
 

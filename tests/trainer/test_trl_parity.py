@@ -41,9 +41,7 @@ def test_generate_on_an_object_built_without_init_runs_as_grpo_trainers(tiny_mod
     tokenizer = AutoTokenizer.from_pretrained(str(tiny_model_dir))
     expected = _bare(GRPOTrainer, tokenizer)._generate(["a", "b"])
     ours = _bare(AdaptiveGRPOTrainer, tokenizer)
-    assert ours._generate(["a", "b"]) == expected
-    assert ours._hook_state.generation_seconds > 0  # timed, on the object's own hook state
-    assert AdaptiveGRPOTrainer._hook_state_of_instance is None  # the class-level default is never mutated
+    assert ours._generate(["a", "b"]) == expected  # TRL's own: a batch calls it, the trainer does not override it
 
 
 def _construction_error(cls: type, config_cls: type, model_dir, tmp_path, **kwargs) -> Exception:

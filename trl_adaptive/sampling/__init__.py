@@ -22,7 +22,7 @@ above this layer: nothing here names a strategy.
 
 from __future__ import annotations
 
-from .base import BatchContext, BatchRecord, BatchRun, Outcome, Procedure, Round, drive, pad_round
+from .base import BatchContext, BatchRecord, BatchRun, Outcome, Procedure, Round, drive, pad_round, run_rounds
 from .cero_pacing import CeroPacing, cero_procedure
 from .dynamic import DynamicSampling
 from .pilot_commit import PilotCommit
@@ -62,5 +62,6 @@ __all__ = [
     "dynamic_sampling_keep",
     "is_success",
     "pad_round",
+    "run_rounds",
     "state_tree",
 ]

@@ -431,14 +431,37 @@ def drive(
     generate: Callable[[Round, np.ndarray], np.ndarray | tuple[np.ndarray, np.ndarray]],
     round_multiple: int = 1,
 ) -> Outcome:
-    """Run ``procedure`` on one batch: ``generate(round, jobs) -> rewards`` (one per job, in order) each round, or
-    ``-> (rewards, completion_tokens)`` when the generator measures lengths.
+    """Run ``procedure`` on one batch in one process (the simulator's driver): :func:`run_rounds` of a new
+    :class:`BatchRun`."""
+    return run_rounds(BatchRun(procedure, ctx, round_multiple), generate)
 
-    The simulator's driver (Bernoulli rewards); :class:`BatchRun` is the same loop step by step.
+
+def run_rounds(
+    run: BatchRun | None,
+    generate: Callable[[Round, np.ndarray], np.ndarray | tuple[np.ndarray, np.ndarray]],
+    share: Callable[[Any], Any] | None = None,
+) -> Outcome:
+    """The loop of one batch, as the trainer and the simulator run it: ``generate(round, jobs) -> rewards`` (one per
+    job, in order) each round, or ``-> (rewards, completion_tokens)`` when the generator measures lengths, until the
+    procedure finishes; its :class:`Outcome`.
+
+    Over several processes that generate each round together: ``run`` on the main process and None on the others,
+    ``share(value)`` returning the main process's value on every rank; every rank calls ``generate`` with the same
+    round and gets the outcome. ``generate`` must return every rank's rewards (gathered) on every rank.
     """
-    run = BatchRun(procedure, ctx, round_multiple)
-    while not run.finished:
-        request, jobs = run.next_round()
+    share = share or (lambda value: value)
+    message = share(_next_message(run))
+    while not isinstance(message, Outcome):
+        request, jobs = message
         generated = generate(request, jobs)
-        run.observe(jobs, *generated) if isinstance(generated, tuple) else run.observe(jobs, generated)
-    return run.outcome()
+        if run is not None:
+            run.observe(jobs, *generated) if isinstance(generated, tuple) else run.observe(jobs, generated)
+        message = share(_next_message(run))
+    return message
+
+
+def _next_message(run: BatchRun | None) -> Outcome | tuple[Round, np.ndarray] | None:
+    """The main process's word to every rank: the next round and its jobs, or the outcome (None elsewhere)."""
+    if run is None:
+        return None
+    return run.outcome() if run.finished else run.next_round()

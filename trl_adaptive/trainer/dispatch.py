@@ -187,11 +187,11 @@ class BatchDispatch:
     num_ranks: int
     expected_tokens: Callable[[np.ndarray], np.ndarray]
 
-    def planned_order(self, jobs: np.ndarray, record_ids: np.ndarray) -> np.ndarray:
-        """Dispatch order of a planned round (``jobs``: indices into ``record_ids``), by the prompts' expected
+    def planned_order(self, job_prompt_ids: np.ndarray) -> np.ndarray:
+        """Dispatch order of a planned round (one prompt id per job, prompt-major), by the prompts' expected
         tokens."""
-        lengths = self.expected_tokens_of_jobs(record_ids[jobs])
-        return dispatch_order(jobs, self.seed, self.step, lengths, self.num_ranks)
+        lengths = self.expected_tokens_of_jobs(job_prompt_ids)
+        return dispatch_order(job_prompt_ids, self.seed, self.step, lengths, self.num_ranks)
 
     def round_order(self, job_prompt_ids: np.ndarray, round_index: int) -> np.ndarray:
         """Dispatch order of round ``round_index`` of a batch generated in rounds, by the prompts' expected tokens."""

@@ -1,8 +1,13 @@
-"""What a generation batch logs, as data: allocation metrics (``{name: value}``, which the TRL port appends to TRL's
-metric stream) and one line of ``allocations.jsonl``.
+"""What a generation batch logs, as data: every metric (``{name: value}``, which ``generation_batch.py`` appends to
+TRL's metric stream) and one line of ``allocations.jsonl``.
 
-Metric names (``allocation/*``, ``prompt_status/*``, ``rounds/*``, the procedure's own) are listed in
-docs/trainer.md. Everything here reads the batch's outcome; nothing changes training, nothing reads a trainer.
+GRPOTrainer's own figures are computed here once per batch, with TRL 1.16's formulas, over the real groups:
+``reward``, ``reward_std``, ``rewards/<func>/mean|std`` and ``frac_reward_zero_std`` over the completions trained on;
+``completions/*`` and ``tools/*`` over every completion generated (every round; TRL logs them per ``_generate`` call,
+which for a batch in rounds would be a mean of round means); ``generated/*`` repeat the reward figures over every
+completion generated. With one round trained whole (uniform), each equals GRPOTrainer's. Metric names of our own
+(``allocation/*``, ``prompt_status/*``, ``rounds/*``, ``tokens/*``, the procedure's) are listed in docs/trainer.md.
+Nothing here changes training or reads a trainer.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
+from trl.trainer.utils import nanstd
 
 from ..allocation import prompts_per_status
 from ..sampling import Outcome
@@ -18,6 +24,81 @@ from ..sampling.rules import is_success
 
 if TYPE_CHECKING:
     from .advantages import GroupAdvantages
+    from .generation_batch import Lengths
+
+
+def reward_metrics(
+    rewards_per_func: torch.Tensor, names: list[str], weights: torch.Tensor, zero_std_fraction: float
+) -> dict[str, float]:
+    """TRL's ``rewards/<func>/mean|std``, ``reward``, ``reward_std`` over ``rewards_per_func`` (the gathered ``(T, K)``
+    rewards of the trained completions; NaN where a function scored nothing) and ``frac_reward_zero_std``
+    (``zero_std_fraction``: over the real groups, ``advantages.group_advantages``)."""
+    metrics = {}
+    for i, name in enumerate(names):
+        metrics[f"rewards/{name}/mean"] = torch.nanmean(rewards_per_func[:, i]).item()
+        metrics[f"rewards/{name}/std"] = nanstd(rewards_per_func[:, i]).item()
+    rewards = _weighted_total(rewards_per_func, weights)
+    metrics["reward"] = torch.nanmean(rewards).item()
+    metrics["reward_std"] = nanstd(rewards).item()
+    metrics["frac_reward_zero_std"] = zero_std_fraction
+    return metrics
+
+
+def generated_reward_metrics(
+    rewards_per_func: torch.Tensor, names: list[str], weights: torch.Tensor
+) -> dict[str, float]:
+    """``generated/rewards/<func>/mean``, ``generated/reward_mean`` and ``generated/reward_std``: TRL's formulas over
+    the gathered ``(N, K)`` rewards of every completion generated in the step (every round, every rank)."""
+    metrics = {}
+    for i, name in enumerate(names):
+        metrics[f"generated/rewards/{name}/mean"] = torch.nanmean(rewards_per_func[:, i]).item()
+    rewards = _weighted_total(rewards_per_func, weights)
+    metrics["generated/reward_mean"] = torch.nanmean(rewards).item()
+    metrics["generated/reward_std"] = nanstd(rewards).item()
+    return metrics
+
+
+def _weighted_total(rewards_per_func: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """Each completion's weighted total reward; NaN when every function returned None (excluded as TRL does)."""
+    rewards = (rewards_per_func * weights.to(rewards_per_func.device).unsqueeze(0)).nansum(dim=1)
+    rewards[torch.isnan(rewards_per_func).all(dim=1)] = torch.nan
+    return rewards
+
+
+def completion_length_metrics(lengths: list[Lengths]) -> dict[str, float]:
+    """TRL's ``completions/*`` over ``lengths``, every completion generated in the batch: the mean, min and max of the
+    model's tokens (tool responses not counted), the share cut at max_completion_length (``clipped_ratio``), and the
+    mean, min and max of the completions that ended (0 when none did)."""
+    tokens = torch.tensor([length.model_tokens for length in lengths])
+    truncated = torch.tensor([length.truncated for length in lengths], dtype=torch.bool)
+    metrics = {
+        "completions/mean_length": tokens.float().mean().item(),
+        "completions/min_length": tokens.float().min().item(),
+        "completions/max_length": tokens.float().max().item(),
+        "completions/clipped_ratio": truncated.float().mean().item(),
+    }
+    ended = tokens[~truncated]
+    if len(ended) == 0:  # TRL's edge case: no completion ended
+        ended = torch.zeros(1)
+    metrics["completions/mean_terminated_length"] = ended.float().mean().item()
+    metrics["completions/min_terminated_length"] = ended.float().min().item()
+    metrics["completions/max_terminated_length"] = ended.float().max().item()
+    return metrics
+
+
+def tool_metrics(rounds: list[tuple[int, dict[str, float]]]) -> dict[str, float]:
+    """``tools/call_frequency`` (calls per completion) and ``tools/failure_frequency`` (failures per call) over every
+    round, from TRL's figures of each (``rounds``: per round, its completions over every rank and TRL's figures)."""
+    if len(rounds) <= 1:
+        return dict(rounds[0][1]) if rounds else {}
+    completions = sum(size for size, _ in rounds)
+    calls = [size * figures.get("tools/call_frequency", 0.0) for size, figures in rounds]
+    fails = [figures.get("tools/failure_frequency", 0.0) for _, figures in rounds]
+    failures = sum(c * f for c, f in zip(calls, fails, strict=True))
+    return {
+        "tools/call_frequency": sum(calls) / completions,
+        "tools/failure_frequency": failures / sum(calls) if sum(calls) > 0 else 0.0,
+    }
 
 
 def completion_scale(

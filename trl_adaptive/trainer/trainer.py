@@ -2,17 +2,14 @@
 
 Each override names the TRL 1.16 method it departs from and why; the allocation policy lives in
 ``trl_adaptive.allocation``, the sampling procedures in ``trl_adaptive.sampling``, the per-prompt statistics in
-``trl_adaptive.stats``. A training generation batch is run by the trainer-free :class:`~.batch_driver.BatchDriver`
-(its module docstring draws the data path) against TRL through one adapter, ``trl_port.TrlPort``; what stays here are
-the overrides TRL calls: the sampler, the epoch and resume hooks, checkpoints, and ``_generate`` /
-``_calculate_rewards``, which ask for one completion per row, time generation, and hand a round's completions over or
-replay them (``hook_state.py``).
+``trl_adaptive.stats``. A training generation batch is ``generation_batch.py``, read top to bottom, which calls TRL's
+hooks and never re-enters GRPOTrainer's ``_generate_and_score_completions``; what stays here are the overrides TRL
+calls: the sampler, the epoch and resume hooks, checkpoints, one completion per row in ``_generate_single_turn``.
 """
 
 from __future__ import annotations
 
 import os
-import time
 from typing import Any
 
 from datasets import Dataset
@@ -25,10 +22,9 @@ from ..sampling import Procedure
 from ..serving.vllm_cpu import cpu_vllm_construction, use_reload_for_colocate
 from ..stats import PromptStatistics
 from .adaptive_state import AdaptiveState, checked_training_prompts
-from .batch_driver import BatchDriver
 from .callback import AllocationLogCallback, SuccessRateCallback
 from .config import AdaptiveGRPOConfig
-from .hook_state import HookState
+from .generation_batch import GenerationBatches
 from .inputs import build_procedure_from_config, reject_unsupported_features, warn_if_saves_split_generation_batches
 from .model_card import allocation_summary, extend_model_card
 from .persistence import (
@@ -41,7 +37,6 @@ from .persistence import (
 )
 from .reward_checks import RewardChecks, checked_reward_function
 from .sampler import EpochSeededRepeatSampler
-from .trl_port import RoundCaptured, TrlPort
 
 
 class AdaptiveGRPOTrainer(GRPOTrainer):
@@ -63,13 +58,8 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
         ```
 
     A callback with an ``on_generation_batch_end(args, state, control, batch, **kwargs)`` method sees every training
-    generation batch as it ends (``batch``: :class:`~trl_adaptive.trainer.port.GenerationBatchEnd`).
+    generation batch as it ends (``batch``: :class:`~trl_adaptive.trainer.generation_batch.GenerationBatchEnd`).
     """
-
-    # The hooks' per-batch state (hook_state.py). The class-level None is never mutated: the first use assigns an
-    # instance value, so that the hooks run on an object built without __init__ (as TRL's own tests build
-    # GRPOTrainer.__new__(GRPOTrainer)).
-    _hook_state_of_instance: HookState | None = None
 
     def __init__(
         self,
@@ -117,9 +107,9 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
             use_reload_for_colocate(self.vllm_generation)  # TRL's in-place load_weights fails on vLLM-CPU
         self.add_callback(SuccessRateCallback(self.adaptive_state, self.refresh_success_rate_column))
         self.add_callback(AllocationLogCallback())
-        # Each training batch, trainer-free, against TRL through the port (batch_driver.py, trl_port.py)
-        checks = RewardChecks(self.scale_rewards)  # warnings, once each, about rewards (reward_checks.py)
-        self.batch_driver = BatchDriver(TrlPort(self), self.adaptive_state, reset_rows, checks)
+        # Each training generation batch (generation_batch.py); warnings, once each, about rewards (reward_checks.py)
+        checks = RewardChecks(self.scale_rewards)
+        self.generation_batches = GenerationBatches(self, self.adaptive_state, reset_rows, checks)
         self.refresh_success_rate_column()
         warn_if_saves_split_generation_batches(args)
 
@@ -155,12 +145,6 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
     @statistics_hold_the_run.setter
     def statistics_hold_the_run(self, value: bool) -> None:
         self.adaptive_state.statistics_hold_the_run = value
-
-    @property
-    def _hook_state(self) -> HookState:
-        if self._hook_state_of_instance is None:
-            self._hook_state_of_instance = HookState()
-        return self._hook_state_of_instance
 
     # ---------------------------------------------------------------------------------------------------------------
     # Overrides of GRPOTrainer's private hooks (trl 1.16; pinned by tests/test_trl_contract.py)
@@ -247,48 +231,18 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
             num_generations = 1
         return super()._generate_single_turn(prompt_ids, images, multimodal_fields, num_generations, has_tool_images)
 
-    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
-        """Unchanged; keeps the gathered ``(T, K)`` rewards (advantages are recomputed per variable group) and lengths.
-        The pass after rounds returns the rounds' rewards (reward functions may be slow or random) and log_extra."""
-        hooks = self._hook_state
-        if hooks.replay is not None:
-            self._pending_extra_logs.update(hooks.replay.log_extra)
-            hooks.rewards_per_func = hooks.replay.rewards_per_func.to(self.accelerator.device)
-            return hooks.rewards_per_func
-        rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
-        hooks.rewards_per_func = rewards_per_func
-        hooks.completion_tokens = TrlPort(self).gathered_lengths(completion_ids_list)  # every rank's, dispatch order
-        return rewards_per_func
-
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
-        """Departs from TRL in training: the sampling procedure (``self.procedure``) decides which prompts get how many
-        completions, in one planned round or in several; then the advantages are computed over the real groups.
-
-        Evaluation keeps TRL's fixed ``num_generations_eval`` groups.
+        """Replaced in training: the sampling procedure (``self.procedure``) decides which prompts get how many
+        completions, in one planned round or in several; the advantages are computed over the real groups
+        (``generation_batch.py``). Evaluation is TRL's, with its fixed ``num_generations_eval`` groups.
         """
         if not self.model.training:
             output = super()._generate_and_score_completions(inputs)
             # Keep the completions table's group_size column aligned with evaluation's fixed groups.
             num_completions = len(inputs) * self.accelerator.num_processes
             self._logs["extra"]["group_size"].extend([self.num_generations_eval] * num_completions)
-            self._hook_state.generation_seconds = 0.0  # training's generation/seconds counts training batches only
             return output
-
-        return self.batch_driver.run(inputs)
-
-    def _generate(self, prompts):
-        """Unchanged, except in the training pass after rounds: hand back the completions the rounds chose. Timed:
-        ``generation/seconds`` is this rank's time in generation per batch, every round included."""
-        hooks = self._hook_state
-        if hooks.replay is not None:
-            return hooks.replay.output
-        start = time.perf_counter()
-        output = super()._generate(prompts)
-        hooks.generation_seconds += time.perf_counter() - start
-        if hooks.capture is not None:  # a round: TrlPort.generate_round scores it and stops the pass here
-            hooks.capture.append((prompts, output))
-            raise RoundCaptured
-        return output
+        return self.generation_batches.run(inputs)
 
     def _save_checkpoint(self, model, trial):
         """Writes ``adaptive_state.json`` FIRST, then lets TRL write the rest; see ``checkpoint.py`` for why this order

@@ -1,0 +1,177 @@
+"""One generation batch (``trl_adaptive/trainer/generation_batch.py``) against a hand computation of every figure it
+logs, on scripted steps whose groups differ in size: Seq-Balance in rounds (36 completions generated, 16 trained), a
+skewed plan-ahead allocation (one round, groups of 6 and 2), dynamic sampling (rounds, groups dropped).
+
+The reward function sees every completion generated, once, with its token ids; the ``on_generation_batch_end`` event
+says which were trained. From those alone, with NumPy, each test recomputes TRL's own metrics (``reward``,
+``reward_std``, ``rewards/<func>/mean|std``, ``frac_reward_zero_std``, ``completions/*``), ``generated/*``,
+``tokens/*`` and the completions table, and asks the logged value to be that number.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import numpy as np
+import pytest
+from datasets import Dataset
+from helpers.allocation import SkewedAllocator
+from helpers.trainer import SCRIPTED_PROMPTS, SCRIPTS, build_trainer, scripted_rounds_trainer
+from transformers import TrainerCallback
+
+pytestmark = pytest.mark.trainer  # every test here builds a trainer (make test-fast skips them)
+
+
+class ScriptedLengthReward:
+    """SCRIPTS' reward of each prompt's k-th scored completion; keeps every completion it scored: prompt, reward,
+    token ids (so lengths and truncation are known without the trainer)."""
+
+    __name__ = "scripted"
+
+    def __init__(self) -> None:
+        self.position: dict[str, int] = defaultdict(int)
+        self.scored: list[tuple[str, float, list[int]]] = []
+
+    def __call__(self, prompts, completions, completion_ids, **kwargs):
+        rewards = []
+        for prompt, ids in zip(prompts, completion_ids, strict=True):
+            reward = SCRIPTS[prompt][self.position[prompt]]
+            self.position[prompt] += 1
+            self.scored.append((prompt, reward, list(ids)))
+            rewards.append(reward)
+        return rewards
+
+
+class BatchEnds(TrainerCallback):
+    def __init__(self) -> None:
+        self.batches = []
+
+    def on_generation_batch_end(self, args, state, control, batch, **kwargs):
+        self.batches.append(batch)
+
+
+def _std(values) -> float:
+    return float(np.std(np.asarray(values, dtype=np.float64), ddof=1)) if len(values) > 1 else float("nan")
+
+
+def _expected(trainer, reward: ScriptedLengthReward, batch) -> dict[str, float]:
+    """Every figure of the batch, by hand: over the trained completions (TRL's names) and over every completion
+    generated (``generated/*``, ``completions/*``, ``tokens/generated``)."""
+    record, outcome = batch.outcome, batch.outcome
+    record = outcome.record
+    scored = reward.scored
+    # The record holds the rewards the reward function returned, every one once.
+    assert sorted(record.rewards.tolist()) == sorted(r for _, r, _ in scored)
+    trained = record.rewards[batch.dispatched]
+    groups = record.group_ids[batch.dispatched]
+    expected = {
+        "reward": float(np.mean(trained)),
+        "reward_std": _std(trained),
+        "rewards/scripted/mean": float(np.mean(trained)),
+        "rewards/scripted/std": _std(trained),
+        "generated/reward_mean": float(np.mean(record.rewards)),
+        "generated/reward_std": _std(record.rewards),
+        "generated/rewards/scripted/mean": float(np.mean(record.rewards)),
+    }
+    # frac_reward_zero_std: the share of trained completions whose group's std is 0 (the std that scales their
+    # advantage: of every completion drawn for the prompt under Seq, of the trained ones otherwise).
+    reference_rewards, reference_groups = (
+        (record.rewards, record.group_ids) if outcome.baseline_from_all else (trained, groups)
+    )
+    group_std = {g: _std(reference_rewards[reference_groups == g]) for g in set(groups.tolist())}
+    expected["frac_reward_zero_std"] = float(np.mean([np.isclose(group_std[g], 0.0) for g in groups.tolist()]))
+    # completions/*: every completion generated; a completion without EOS (or pad) at its end was cut.
+    eos = {*trainer.eos_token_ids, trainer.processing_class.pad_token_id}
+    lengths = np.array([len(ids) for _, _, ids in scored], dtype=np.float64)
+    cut = np.array([ids[-1] not in eos for _, _, ids in scored])
+    ended = lengths[~cut] if (~cut).any() else np.zeros(1)
+    expected |= {
+        "completions/mean_length": float(lengths.mean()),
+        "completions/min_length": float(lengths.min()),
+        "completions/max_length": float(lengths.max()),
+        "completions/clipped_ratio": float(cut.mean()),
+        "completions/mean_terminated_length": float(ended.mean()),
+        "completions/min_terminated_length": float(ended.min()),
+        "completions/max_terminated_length": float(ended.max()),
+        "tokens/generated": float(lengths.sum()),
+        "tokens/trained": float(record.completion_tokens[batch.dispatched].sum()),
+    }
+    assert sorted(record.completion_tokens.tolist()) == sorted(lengths.tolist())
+    return expected
+
+
+def _check(trainer, reward, ends, generated: int, trained: int) -> None:
+    (batch,) = ends.batches
+    (log,) = [log for log in trainer.state.log_history if "reward" in log]
+    assert len(reward.scored) == generated and len(batch.dispatched) == trained
+    for name, value in _expected(trainer, reward, batch).items():
+        if np.isnan(value):
+            assert np.isnan(log[name]), name
+        else:
+            assert log[name] == pytest.approx(value, rel=1e-6, abs=1e-6), name
+    # The completions table: the trained completions, each with its advantage, reward and group size.
+    logs = trainer._logs
+    assert len(logs["completion"]) == len(logs["advantages"]) == len(logs["extra"]["group_size"]) == trained
+    np.testing.assert_allclose(logs["advantages"], batch.training_dict["advantages"].tolist(), rtol=1e-6)
+    record = batch.outcome.record
+    np.testing.assert_array_equal(logs["rewards"]["scripted"], record.rewards[batch.dispatched])
+    counts = batch.outcome.trained_counts
+    assert list(logs["extra"]["group_size"]) == counts[record.group_ids[batch.dispatched]].tolist()
+
+
+def test_seq_balance_in_rounds_logs_every_figure_over_the_right_completions(tiny_model_dir, tmp_path):
+    """36 completions generated in rounds of 4 (12, 12, 8 and 4 per prompt), 16 trained, 4 per prompt."""
+    reward, ends = ScriptedLengthReward(), BatchEnds()
+    trainer = scripted_rounds_trainer(tiny_model_dir, tmp_path, reward, log_completions=True)
+    trainer.add_callback(ends)
+    trainer.train()
+    _check(trainer, reward, ends, generated=36, trained=16)
+    (log,) = [log for log in trainer.state.log_history if "reward" in log]
+    assert log["rounds/generated"] == 36.0 and log["rounds/trained"] == 16.0
+
+
+def test_a_skewed_plan_in_one_round_logs_every_figure_over_its_unequal_groups(tiny_model_dir, tmp_path):
+    """Two prompts get 6 and 2 completions (one round, trained whole): TRL's view(-1, 4) would mix them."""
+    reward, ends = ScriptedLengthReward(), BatchEnds()
+    dataset = Dataset.from_dict({"prompt": ["mixed from the start", "solved at its 6th try"]})
+    trainer = build_trainer(
+        tiny_model_dir, tmp_path, dataset, SkewedAllocator(), reward_funcs=reward, max_steps=1, log_completions=True
+    )
+    trainer.add_callback(ends)
+    trainer.train()
+    _check(trainer, reward, ends, generated=8, trained=8)
+    assert sorted(ends.batches[0].outcome.trained_counts.tolist()) == [2, 6]
+
+
+def test_dynamic_sampling_logs_every_figure_over_the_groups_it_kept(tiny_model_dir, tmp_path):
+    """Dynamic sampling drops the groups without a spread (never and always solved) and draws again; what it trains
+    and what it generated differ."""
+    reward, ends = ScriptedLengthReward(), BatchEnds()
+    dataset = Dataset.from_dict({"prompt": SCRIPTED_PROMPTS * 2})
+    trainer = build_trainer(
+        tiny_model_dir,
+        tmp_path,
+        dataset,
+        reward_funcs=reward,
+        allocator="uniform",
+        dynamic_sampling=True,
+        per_device_train_batch_size=8,
+        max_steps=1,
+        log_completions=True,
+    )
+    trainer.add_callback(ends)
+    trainer.train()
+    (batch,) = ends.batches
+    generated = len(batch.outcome.record.rewards)
+    assert generated > 8  # it drew again
+    _check(trainer, reward, ends, generated=generated, trained=8)
+
+
+def test_a_batch_of_the_wrong_size_is_refused_before_anything_is_generated(tiny_model_dir, tmp_path):
+    reward = ScriptedLengthReward()
+    trainer = build_trainer(tiny_model_dir, tmp_path, reward_funcs=reward, allocator="uniform")
+    rows = [dict(row, prompt_id=i) for i, row in enumerate(trainer.train_dataset) for _ in range(3)][:12]
+    trainer.model.train()
+    with pytest.raises(RuntimeError, match="Expected 8 rows in the generation batch, got 12"):
+        trainer._generate_and_score_completions(rows)
+    assert reward.scored == []
