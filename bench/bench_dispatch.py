@@ -2,7 +2,7 @@
 
 Every rank must wait for the slowest one, in generation and in the training pass, so what a layout costs is the
 busiest rank's tokens over the mean rank's (1.0 is perfect balance). For 2, 8 and 64 simulated ranks, each batch is
-laid out four ways (``trl_adaptive.trainer.dispatch``) and scored on the completions' ACTUAL tokens:
+laid out four ways (``trl_adaptive.trainer.groups``) and scored on the completions' ACTUAL tokens:
 
 - ``prompt-major``: TRL's layout, whole groups in a row (what equal group sizes keep, for GRPOTrainer parity);
 - ``shuffle``: a random permutation, the trainer's layout over several ranks before token balancing;
@@ -53,7 +53,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from trl_adaptive.allocation import KnapsackAllocator  # noqa: E402
-from trl_adaptive.trainer.dispatch import balanced_order, known_lengths, rank_tokens, shuffled_order  # noqa: E402
+from trl_adaptive.trainer.groups import balanced_order, known_lengths, rank_tokens, shuffled_order  # noqa: E402
 
 RANK_COUNTS = (2, 8, 64)
 MIN_PER_RANK = 16  # completions each simulated rank holds at least
@@ -246,14 +246,14 @@ def steptime_run(args: argparse.Namespace) -> None:
     from transformers import PrinterCallback
 
     from trl_adaptive import AdaptiveGRPOConfig, AdaptiveGRPOTrainer
-    from trl_adaptive.trainer import dispatch
+    from trl_adaptive.trainer import groups
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "real_vllm" / "scripts"))
     from train_real_vllm import vllm_run_settings
 
     if args.layout == "shuffle":  # the layout before token balancing: a seeded shuffle on any number of ranks
-        balanced = dispatch.dispatch_order
-        dispatch.dispatch_order = lambda jobs, seed, step, lengths=None, num_ranks=1, round_index=None: balanced(
+        balanced = groups.dispatch_order
+        groups.dispatch_order = lambda jobs, seed, step, lengths=None, num_ranks=1, round_index=None: balanced(
             jobs, seed, step, round_index=round_index
         )
 

@@ -102,7 +102,7 @@ def _write_json_run(run_dir: Path, tokens: bool = False) -> Path:
     [
         "trl_adaptive.report",
         "trl_adaptive.report.run_files",
-        "trl_adaptive.trainer.allocation_log",
+        "trl_adaptive.trainer.output_files",
         "trl_adaptive.cli",
     ],
 )
@@ -126,7 +126,7 @@ def test_cli_reports_a_json_run_folder_without_torch(tmp_path):
 
 def test_a_line_cut_short_by_a_crash_loses_no_later_record(tmp_path):
     """A crash mid-line leaves no line end; the resumed run's next record starts a line of its own."""
-    from trl_adaptive.trainer.allocation_log import append_allocation_record
+    from trl_adaptive.trainer.output_files import append_allocation_record
 
     def record(step):
         return {"step": step, "epoch": 0, "prompt_ids": [0], "counts": [4], "success_rates": [None], "successes": [1],

@@ -190,14 +190,14 @@ def test_grpo_internals_we_read_still_exist():
     # _calculate_rewards returns every rank's rewards, gathered.
     assert "rewards_per_func = gather(rewards_per_func)" in inspect.getsource(GRPOTrainer._calculate_rewards)
     # Without a train_dataset an environment owns the data: the trainer builds the same placeholder rows
-    # (trainer/environment_data.py) and lets GRPOTrainer make its own checks and placeholder.
+    # (trainer/inputs.py) and lets GRPOTrainer make its own checks and placeholder.
     init = inspect.getsource(GRPOTrainer.__init__)
     assert "num_placeholder_rows = args.generation_batch_size // args.num_generations" in init
     assert 'Dataset.from_dict({"prompt": [[{"role": "user", "content": ""}]] * num_placeholder_rows})' in init
 
 
 def test_transformers_save_order_we_rely_on():
-    """Crash safety (trainer/checkpoint.py) assumes: trainer_state.json is written after the model and optimizer,
+    """Crash safety (trainer/output_files.py) assumes: trainer_state.json is written after the model and optimizer,
     and the push and the rotation of old checkpoints come after it; and that epochs_trained comes back from
     _init_training_state as global_step // num_update_steps_per_epoch."""
     import transformers.trainer as hf
@@ -250,9 +250,7 @@ def test_every_trainer_member_a_batch_touches_is_one_trl_defines():
         names |= set(re.findall(r"(?<![./\w])trainer\.(\w+)", Path(module.__file__).read_text()))
     upstream = inspect.getsource(GRPOTrainer) + inspect.getsource(Trainer)
     missing = [
-        name
-        for name in sorted(names)
-        if not re.search(rf"self\.{name}\s*(:[^=\n]*)?=[^=]|def {name}\(", upstream)
+        name for name in sorted(names) if not re.search(rf"self\.{name}\s*(:[^=\n]*)?=[^=]|def {name}\(", upstream)
     ]
     assert not missing, f"TRL no longer sets {missing}; trl_adaptive is pinned to trl 1.16"
     documented = (REPO / "docs" / "trainer.md").read_text()

@@ -1,4 +1,4 @@
-"""The run's adaptive state without a trainer (``trl_adaptive/trainer/adaptive_state.py``): epoch bookkeeping,
+"""The run's adaptive state without a trainer (``trl_adaptive/trainer/state.py``): epoch bookkeeping,
 ``adaptive_state.json`` written and restored through it alone; what the main process shares each round."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from helpers.trainer import tiny_config_kwargs
 from trl_adaptive import AdaptiveGRPOConfig, get_allocator
 from trl_adaptive.sampling import BatchContext, BatchRun, Outcome, PlanAhead, run_rounds
 from trl_adaptive.stats import PromptStatistics
-from trl_adaptive.trainer.adaptive_state import AdaptiveState, checked_training_prompts
 from trl_adaptive.trainer.persistence import load_adaptive_state, restorable_state, save_adaptive_state
+from trl_adaptive.trainer.state import AdaptiveState, checked_training_prompts
 
 
 def _state(tmp_path, prompts: int = 8, **config) -> AdaptiveState:
@@ -80,6 +80,18 @@ def test_a_state_of_another_allocator_is_refused_and_nothing_changes(tmp_path):
     with pytest.raises(ValueError, match="written with allocator 'knapsack'"):
         load_adaptive_state(other, path)
     assert other.epochs_closed == 0 and other.prompt_statistics.epoch == 0
+
+
+@pytest.mark.parametrize("missing", ["prompt_source", "visits", "epoch_position"])
+def test_a_state_file_of_another_layout_is_refused_naming_what_it_lacks(tmp_path, missing):
+    """No release wrote a state file without every entry: one without is refused, never filled in with a default."""
+    path = save_adaptive_state(_state(tmp_path), str(tmp_path), global_step=0)
+    saved = json.loads(open(path, encoding="utf-8").read())
+    del saved[missing]
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(saved, f)
+    with pytest.raises(ValueError, match=rf"lacks \['{missing}'\]: it was not written by this version"):
+        restorable_state(_state(tmp_path / "fresh"), path)
 
 
 def test_the_strategy_by_name_is_the_plan_ahead_allocator(tmp_path):

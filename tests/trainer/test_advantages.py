@@ -1,4 +1,4 @@
-"""Pure-torch tests of the variable-group advantages (``trl_adaptive/trainer/advantages.py``; no model, no trainer)."""
+"""Pure-torch tests of the variable-group advantages (``trl_adaptive/trainer/groups.py``; no model, no trainer)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from trl.trainer.utils import nanstd
 
-from trl_adaptive.trainer.advantages import group_advantages, segment_mean_std
-from trl_adaptive.trainer.dispatch import dispatch_order
+from trl_adaptive.trainer.groups import dispatch_order, group_advantages, segment_mean_std
 
 SCALES = ("group", "batch", "none")
 AGGREGATIONS = ("sum_then_normalize", "normalize_then_sum")

@@ -1,4 +1,4 @@
-"""Each run starts its own ``allocations.jsonl`` (trainer/allocation_log.py, no trainer built): a fresh run moves an
+"""Each run starts its own ``allocations.jsonl`` (trainer/output_files.py, no trainer built): a fresh run moves an
 earlier run's log aside, a resume from step N keeps the lines before N, and nothing is ever lost."""
 
 import json
@@ -6,7 +6,7 @@ import json
 import pytest
 
 from trl_adaptive.report.run_files import ALLOCATION_LOG_FILE
-from trl_adaptive.trainer.allocation_log import append_allocation_record, start_allocation_log
+from trl_adaptive.trainer.output_files import append_allocation_record, start_allocation_log
 
 
 def _log(folder, steps, torn: bool = False) -> bytes:

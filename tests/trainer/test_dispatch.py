@@ -1,4 +1,4 @@
-"""The dispatch layout (``trl_adaptive/trainer/dispatch.py``): an allocation's counts expanded into one job per
+"""The dispatch layout (``trl_adaptive/trainer/groups.py``): an allocation's counts expanded into one job per
 completion, laid out over the ranks (shuffled by seed and step on one rank, tokens balanced on several) and split
 evenly. NumPy only."""
 
@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trl_adaptive.stats import stable_prompt_ids
-from trl_adaptive.trainer.dispatch import (
+from trl_adaptive.trainer.groups import (
     BatchDispatch,
     balanced_order,
     dispatch_order,
@@ -23,7 +23,7 @@ from trl_adaptive.trainer.dispatch import (
     rank_tokens,
     shuffled_order,
 )
-from trl_adaptive.trainer.random_streams import DISPATCH, ROUND_DISPATCH, step_seed
+from trl_adaptive.trainer.state import DISPATCH, ROUND_DISPATCH, step_seed
 
 RANK_COUNTS = (1, 2, 3, 4, 8)
 

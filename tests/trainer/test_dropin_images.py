@@ -30,7 +30,7 @@ from trl import GRPOConfig, GRPOTrainer
 from trl_adaptive import AdaptiveGRPOConfig, AdaptiveGRPOTrainer
 from trl_adaptive.report.run_files import ALLOCATION_LOG_FILE, read_allocation_log
 from trl_adaptive.stats import stable_prompt_ids
-from trl_adaptive.trainer.prompts import derived_prompt_id
+from trl_adaptive.trainer.state import derived_prompt_id
 
 pytestmark = pytest.mark.trainer  # every test here builds a trainer (make test-fast skips them)
 

@@ -16,7 +16,7 @@ from helpers.trainer import build_trainer, solved_at_try
 from trl_adaptive import AdaptiveGRPOTrainer
 from trl_adaptive.report.run_files import ALLOCATION_LOG_FILE, read_allocation_log
 from trl_adaptive.stats import stable_prompt_ids
-from trl_adaptive.trainer.prompts import derived_prompt_id
+from trl_adaptive.trainer.state import derived_prompt_id
 
 pytestmark = pytest.mark.trainer  # every test here builds a trainer (make test-fast skips them)
 
@@ -155,7 +155,7 @@ def test_statistics_of_the_same_prompts_under_other_ids_are_named():
     """A map-style run keys its statistics by row number; the same prompts streamed get derived ids, so that
     evidence cannot count: the first batch says so (once) instead of training as if it did."""
     from trl_adaptive import PromptStatistics
-    from trl_adaptive.trainer.prompts import DatasetPrompts, StreamPrompts
+    from trl_adaptive.trainer.state import DatasetPrompts, StreamPrompts
 
     mapped = DatasetPrompts(Dataset.from_dict({"prompt": PROMPTS}), "prompt_id", "success_rate", 8.0)
     store = PromptStatistics()

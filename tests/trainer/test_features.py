@@ -20,7 +20,7 @@ from transformers import TrainerCallback
 from trl import GRPOConfig
 
 from trl_adaptive import AdaptiveGRPOTrainer
-from trl_adaptive.trainer.advantages import group_advantages
+from trl_adaptive.trainer.groups import group_advantages
 
 pytestmark = pytest.mark.trainer  # every test here builds a trainer (make test-fast skips them)
 

@@ -16,8 +16,7 @@ import torch
 from helpers import REPO
 from helpers.launch import NUM_PROCESSES, launch_two_ranks
 
-from trl_adaptive.trainer.advantages import group_advantages
-from trl_adaptive.trainer.dispatch import dispatch_order
+from trl_adaptive.trainer.groups import dispatch_order, group_advantages
 
 SCRIPT = REPO / "tests" / "scripts" / "train_two_ranks.py"
 

@@ -1,4 +1,4 @@
-"""The trainer's prompt-source port (trainer/prompt_source.py): each batch trains the source's prompts, its state is
+"""The trainer's prompt-source port (trainer/state.py): each batch trains the source's prompts, its state is
 saved in adaptive_state.json and a resume mid-epoch composes exactly what the uninterrupted run composed; the config
 names a source from the registry and refuses what cannot work, naming the field."""
 

@@ -34,7 +34,7 @@ from trl_adaptive.strategies import (
     registered_prompt_sources,
     registered_strategies,
 )
-from trl_adaptive.trainer.checkpoint import newest_complete_checkpoint
+from trl_adaptive.trainer.output_files import newest_complete_checkpoint
 
 pytestmark = pytest.mark.trainer  # every test here builds a trainer (make test-fast skips them)
 

@@ -1,4 +1,4 @@
-"""Once-only warnings about rewards (``trl_adaptive/trainer/reward_checks.py``): infinite rewards, and shaped rewards
+"""Once-only warnings about rewards (``trl_adaptive/trainer/inputs.py``): infinite rewards, and shaped rewards
 that never reach ``success_threshold``; on the checker alone and in a short real run."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from helpers.trainer import build_trainer
 
 from trl_adaptive.sampling.dynamic import STOP_OUT_OF_PROMPTS, STOP_ROUND_LIMIT
 from trl_adaptive.stats import PromptStatistics
-from trl_adaptive.trainer.reward_checks import RewardChecks, checked_reward_function
+from trl_adaptive.trainer.inputs import RewardChecks, checked_reward_function
 
 
 def _messages(record) -> list[str]:

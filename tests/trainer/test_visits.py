@@ -1,11 +1,11 @@
-"""The live staleness metrics (``trainer/visits.py``) against the run report's rule, and their saved state."""
+"""The live staleness metrics (``trainer/state.py``) against the run report's rule, and their saved state."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from trl_adaptive.report.tables import visit_staleness
-from trl_adaptive.trainer.visits import VisitClock
+from trl_adaptive.trainer.state import VisitClock
 
 
 def _records(seed: int) -> list[dict]:

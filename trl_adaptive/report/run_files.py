@@ -1,11 +1,11 @@
-"""The files of a run folder (a trainer's ``output_dir``): their names, and plain readers. Imports no torch or trl.
+"""The files of a run folder (a trainer's ``output_dir``), read: plain readers and checks. Imports no torch or trl.
 
-Every module that writes or reads these files takes the names from here: the trainer, its checkpoint logic, the Hub
-helpers and ``trl-adaptive report``. A run folder holds::
+The names of what the trainer writes are the trainer's (``trl_adaptive/trainer/output_files.py``), re-exported here
+for the readers: ``trl-adaptive report``, the Hub helpers. A run folder holds::
 
     output_dir/
         allocations.jsonl         ALLOCATION_LOG_FILE    one line per generation batch (main process), for reports
-        allocations.previous-<k>.jsonl                   an earlier run's log, set aside (trainer/allocation_log.py)
+        allocations.previous-<k>.jsonl                   an earlier run's log, set aside (trainer/output_files.py)
         prompt_statistics.json    FINAL_STATISTICS_FILE  the statistics store when training ends
         trainer_state.json        TRAINER_STATE_FILE     HF Trainer's log_history, on ``trainer.save_state()``
         checkpoint-N/             CHECKPOINT_PREFIX      TRL / transformers' checkpoint, plus:
@@ -15,49 +15,30 @@ helpers and ``trl-adaptive report``. A run folder holds::
             summary.md            REPORT_SUMMARY_FILE    the markdown summary
             report.json           REPORT_DATA_FILE       its numbers
 
-The writers stay with what they write: ``trainer/allocation_log.py`` (the log's format), ``trainer/checkpoint.py``
-(``adaptive_state.json``, in a crash-safe order), ``PromptStatistics.save`` and ``report.write_report``.
+The writers stay with what they write: ``trainer/output_files.py`` (the log's format, ``adaptive_state.json`` in a
+crash-safe order), ``PromptStatistics.save`` and ``report.write_report``.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
-ALLOCATION_LOG_FILE = "allocations.jsonl"
-FINAL_STATISTICS_FILE = "prompt_statistics.json"
-TRAINER_STATE_FILE = "trainer_state.json"
-ADAPTIVE_STATE_FILE = "adaptive_state.json"
-CHECKPOINT_PREFIX = "checkpoint"  # transformers.trainer_utils.PREFIX_CHECKPOINT_DIR (tests/test_report.py checks it)
+from ..trainer.output_files import (  # the trainer owns the names of what it writes (no torch there)
+    ADAPTIVE_STATE_FILE,
+    ALLOCATION_LOG_FILE,
+    CHECKPOINT_PREFIX,
+    FINAL_STATISTICS_FILE,
+    TRAINER_STATE_FILE,
+    checkpoint_folders,
+    read_json_or_none,
+)
+
 REPORT_DIR = "report"
 REPORT_SUMMARY_FILE = "summary.md"
 REPORT_DATA_FILE = "report.json"
-
-_CHECKPOINT_RE = re.compile(rf"^{CHECKPOINT_PREFIX}-(\d+)$")
-
-
-def checkpoint_folders(run_dir: str | os.PathLike[str]) -> list[str]:
-    """The ``checkpoint-N`` folders of ``run_dir``, newest (largest N) first; none when ``run_dir`` is not a folder."""
-    if not os.path.isdir(run_dir):
-        return []
-    found = [
-        (int(m.group(1)), os.path.join(run_dir, name))
-        for name in os.listdir(run_dir)
-        if (m := _CHECKPOINT_RE.match(name)) and os.path.isdir(os.path.join(run_dir, name))
-    ]
-    return [folder for _, folder in sorted(found, reverse=True)]
-
-
-def read_json_or_none(path: str | os.PathLike[str]) -> Any:
-    """The parsed file, or None when it is missing, unreadable or not JSON (a save cut short, say)."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except (OSError, ValueError):  # ValueError: JSONDecodeError and UnicodeDecodeError
-        return None
 
 
 def read_json_checked(path: str | os.PathLike[str]) -> tuple[Any, str | None]:

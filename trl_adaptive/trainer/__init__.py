@@ -1,7 +1,8 @@
 """Everything that touches TRL, torch and accelerate. Imports the allocation math, never the reverse.
 
 The package itself imports nothing heavy: ``AdaptiveGRPOConfig`` and ``AdaptiveGRPOTrainer`` are loaded on first use
-(PEP 562), so ``import trl_adaptive.trainer.allocation_log`` or ``.checkpoint`` (no torch) stays cheap.
+(PEP 562), so ``import trl_adaptive.trainer.output_files`` (no torch: the run files' names, read by
+``trl_adaptive.report``) stays cheap.
 """
 
 import importlib

@@ -1,8 +1,16 @@
-"""AdaptiveGRPOConfig: GRPOConfig plus the fields that choose and bound the per-prompt allocation."""
+"""AdaptiveGRPOConfig: GRPOConfig plus the fields that choose and bound the per-prompt allocation.
+
+The statistics store's settings are checked under their config names at the end of the module
+(:func:`check_statistics_settings`): each strategy reads some of the store's estimators (``Strategy.reads`` in
+``trl_adaptive.strategies``), so a setting of an estimator the allocator does not read changes nothing in the run and
+is warned about when set away from its default.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import warnings
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -13,8 +21,8 @@ from .._validate import check_bool, check_int, check_number
 from ..allocation.base import check_rollout_bounds
 from ..allocation.token_budget import UNIFORM_TOKENS
 from ..allocation.token_budgeted import check_token_budget
+from ..stats import BetaPosterior, DecayedRate, PromptStatistics
 from ..strategies import build_procedure, build_prompt_source, registered_strategies, strategy
-from .statistics_settings import check_statistics_settings
 
 #: generation_token_budget's default: "uniform" for an allocator that honours a token budget, none for the others.
 AUTO_TOKEN_BUDGET = "auto"
@@ -547,3 +555,46 @@ def _parsed_kwargs(name: str, value: Any) -> dict[str, Any] | None:
     if value is not None and not isinstance(value, dict):
         raise ValueError(f"{name} must be a dict or a JSON object string, got {value!r}.")
     return value
+
+
+# Config field -> the estimator it configures, by the name allocators list in `reads`.
+ESTIMATOR_OF_FIELD: dict[str, str] = {
+    "est_decay": DecayedRate.name,
+    "est_prior_alpha": DecayedRate.name,
+    "est_prior_beta": DecayedRate.name,
+    "posterior_half_life": BetaPosterior.name,
+    "posterior_prior_a": BetaPosterior.name,
+    "posterior_prior_b": BetaPosterior.name,
+}
+
+
+def check_statistics_settings(config: Any) -> None:
+    """Check the store settings of ``config`` (an ``AdaptiveGRPOConfig``); warn about those left unread.
+
+    Raises:
+        ValueError: for an invalid setting, naming its config field and the fix, e.g. ``est_decay=1.5: must lie in
+            (0, 1]; ...``.
+    """
+    DecayedRate.check_settings(config.est_decay, config.est_prior_alpha, config.est_prior_beta, prefix="est_")
+    PromptStatistics(**config.statistics_config)  # the other settings have the same names in the store
+    for name_, value in unread_settings(config).items():
+        estimator = ESTIMATOR_OF_FIELD[name_]
+        readers = [name for name in registered_strategies() if estimator in strategy(name).reads]
+        warnings.warn(
+            f"{name_}={value!r} has no effect: allocator={config.allocator!r} does not read the statistics store's "
+            f"{estimator!r} estimator, which {name_} configures. Allocators that read it: "
+            f"{', '.join(readers) or 'none'}. Choose one of them, or leave {name_} at its default.",
+            UserWarning,
+            stacklevel=4,  # the caller of AdaptiveGRPOConfig(...)
+        )
+
+
+def unread_settings(config: Any) -> dict[str, Any]:
+    """The store settings of ``config`` set away from their defaults that ``config.allocator`` does not read."""
+    defaults = {f.name: f.default for f in dataclasses.fields(config)}
+    reads = strategy(config.allocator).reads
+    return {
+        field: getattr(config, field)
+        for field, estimator in ESTIMATOR_OF_FIELD.items()
+        if estimator not in reads and getattr(config, field) != defaults[field]
+    }

@@ -11,7 +11,7 @@ L = T / num_processes completions are trained on each rank. :meth:`GenerationBat
                   until it says which completions to train on (one planned round, or several)
     4. kept       the trained completions, laid out over the ranks; this rank's training tensors (padding, old and
                   reference log-probs: ``grpo_steps.training_inputs``)
-    5. advantages over the real groups (``advantages.py``), times the procedure's weights
+    5. advantages over the real groups (``groups.py``), times the procedure's weights
     6. state      statistics (every completion generated), the procedure's and the prompt source's state
     7. logs       every metric once, over the real groups; the completions table; ``allocations.jsonl``; the
                   callbacks' ``on_generation_batch_end``
@@ -38,12 +38,9 @@ from accelerate.utils import broadcast_object_list, gather_object
 
 from ..sampling import BatchContext, BatchRun, Outcome, Round, run_rounds
 from ..stats import stable_prompt_ids
-from .adaptive_state import AdaptiveState
-from .advantages import group_advantages
-from .allocation_log import append_allocation_record
-from .dispatch import BatchDispatch, rank_balance_metrics, rank_slice, rank_tokens
-from .environment_data import ResetRows
+from .groups import BatchDispatch, group_advantages, rank_balance_metrics, rank_slice, rank_tokens
 from .grpo_steps import rollout_prompts, training_inputs
+from .inputs import ResetRows, RewardChecks
 from .metrics import (
     allocation_line,
     allocation_metrics,
@@ -54,9 +51,8 @@ from .metrics import (
     round_metrics,
     tool_metrics,
 )
-from .prompt_source import procedure_draw
-from .random_streams import PROCEDURE, step_seed
-from .reward_checks import RewardChecks
+from .output_files import append_allocation_record
+from .state import PROCEDURE, AdaptiveState, procedure_draw, step_seed
 
 
 @dataclass(frozen=True)
@@ -145,7 +141,10 @@ class GenerationBatches:
         local = self._local(len(outcome.selected))
         if rounds.planned is not None:  # trained whole where generated, tensors already made (TRL's order)
             dispatched, output, kept = rounds.planned
-            generation = None  # the training pass's own layout
+            if len(rounds.rewards_per_func) > 1 or len(outcome.selected) != len(dispatched):
+                procedure = type(state.procedure).__name__
+                raise AssertionError(f"{procedure} asked for a final round but did not train it all.")
+            generation = None  # generated where trained: one layout
         else:
             dispatched = dispatch.replay_dispatch(record, outcome.selected)
             kept = [rounds.completions[i] for i in dispatched[local]]
@@ -222,7 +221,7 @@ class GenerationBatches:
 
     def local_rows(self, rows: dict[int, dict], prompt_ids: np.ndarray) -> list[dict]:
         """Copies of the rows of ``prompt_ids`` (TRL mutates them), with the live success rate for reward functions;
-        when environments make the prompts, the rows as GRPOTrainer gives them (``environment_data.py``)."""
+        when environments make the prompts, the rows as GRPOTrainer gives them (``inputs.py``)."""
         if self.reset_rows is not None:
             return [self.reset_rows.as_trl_sees(rows[prompt_id]) for prompt_id in prompt_ids.tolist()]
         column, store = self.trainer.args.success_rate_column, self.state.prompt_statistics
@@ -315,13 +314,8 @@ class Rounds:
     def __init__(
         self, batches: GenerationBatches, rows: dict[int, dict], dispatch: BatchDispatch, weights: torch.Tensor
     ) -> None:
-        self.batches, self.trainer, self.rows, self.dispatch, self.weights = (
-            batches,
-            batches.trainer,
-            rows,
-            dispatch,
-            weights,
-        )
+        self.batches, self.trainer = batches, batches.trainer
+        self.rows, self.dispatch, self.weights = rows, dispatch, weights
         self.completions: list[Completion] = []
         self.rewards_per_func: list[torch.Tensor] = []  # per round: (N_r, K) gathered, record order
         self.lengths: list[Lengths] = []
@@ -345,7 +339,7 @@ class Rounds:
 
         prompts, dataset_images = rollout_prompts(trainer, mine)
         generated = self._generate(prompts)
-        prompt_ids, completion_ids, tool_mask, texts, logprobs, extra_fields, images, tool_images = generated
+        _, completion_ids, _, texts, _, extra_fields, images, _ = generated
         if planned:  # TRL's order: the tensors (old and reference log-probs) before the rewards
             output, images = training_inputs(trainer, generated, prompts, dataset_images, _environments(trainer))
         elif images is None:
@@ -353,7 +347,8 @@ class Rounds:
         _merge_extra_fields(mine, extra_fields)
         rewards_per_func = trainer._calculate_rewards(mine, prompts, texts, completion_ids).detach().cpu()
         _check_gathered(rewards_per_func, len(order), len(trainer.reward_funcs))
-        local = _completions(trainer, prompts, generated, images, take_round_extras(trainer._pending_extra_logs, len(mine)))
+        extras = take_round_extras(trainer._pending_extra_logs, len(mine))  # they travel with their completions
+        local = _completions(trainer, prompts, generated, images, extras)
 
         back = np.argsort(order)  # dispatch position of each job
         eos = {*trainer.eos_token_ids, trainer._tokenizer.pad_token_id}

@@ -23,8 +23,8 @@ from ..sampling import Outcome
 from ..sampling.rules import is_success
 
 if TYPE_CHECKING:
-    from .advantages import GroupAdvantages
     from .generation_batch import Lengths
+    from .groups import GroupAdvantages
 
 
 def reward_metrics(

@@ -1,8 +1,8 @@
 """The trainer's own state across checkpoints: the statistics store, the sampling procedure's state (one tree over
 the procedure and every allocator it holds: ``sampling/state.py``) and the epoch bookkeeping, in
-``adaptive_state.json`` (written atomically by ``checkpoint.py``, before TRL's files).
+``adaptive_state.json`` (written atomically by ``output_files.py``, before TRL's files).
 
-Every function reads and writes the run's :class:`~trl_adaptive.trainer.adaptive_state.AdaptiveState`; none refreshes
+Every function reads and writes the run's :class:`~trl_adaptive.trainer.state.AdaptiveState`; none refreshes
 the trainer's dataset column (the trainer does, after a load).
 """
 
@@ -13,14 +13,28 @@ import os
 import warnings
 from typing import TYPE_CHECKING, Any
 
-from ..report.run_files import ADAPTIVE_STATE_FILE, TRAINER_STATE_FILE, checkpoint_folders, read_json_or_none
 from ..stats import PromptStatistics
-from .checkpoint import is_complete, newest_complete_checkpoint, read_state, write_state
 from .config import STORE_SETTING_FIELDS, AdaptiveGRPOConfig
-from .visits import VisitClock
+from .output_files import (
+    ADAPTIVE_STATE_FILE,
+    TRAINER_STATE_FILE,
+    checkpoint_folders,
+    is_complete,
+    newest_complete_checkpoint,
+    read_json_or_none,
+    read_state,
+    write_state,
+)
+from .state import VisitClock
 
 if TYPE_CHECKING:
-    from .adaptive_state import AdaptiveState
+    from .state import AdaptiveState
+
+
+#: What ``adaptive_state.json`` holds besides its format version.
+SAVED_KEYS = frozenset(
+    {"allocator", "procedure", "prompt_source", "statistics", "epochs_closed", "epoch_position", "visits"}
+)
 
 
 def save_adaptive_state(state: AdaptiveState, folder: str, global_step: int) -> str:
@@ -47,9 +61,18 @@ def _check_procedure_name(state: AdaptiveState, saved: dict[str, Any], path: str
         )
 
 
+def _check_saved_keys(saved: dict[str, Any], path: str) -> None:
+    """Every entry :func:`save_adaptive_state` writes is there (no release wrote another layout)."""
+    missing = sorted(SAVED_KEYS - set(saved))
+    if missing:
+        raise ValueError(
+            f"{path} lacks {missing}: it was not written by this version of trl_adaptive (its state file holds "
+            f"{sorted(SAVED_KEYS)}). Start without resume_from_checkpoint (fresh statistics)."
+        )
+
+
 def _check_prompt_source_name(state: AdaptiveState, saved: dict[str, Any], path: str) -> None:
-    """The saved prompt source is this run's (a file written before sources were saved: the default, stateless)."""
-    saved.setdefault("prompt_source", {"name": "sampler", "state": {}})
+    """The saved prompt source is this run's."""
     if saved["prompt_source"].get("name") != state.prompt_source.name:
         raise ValueError(
             f"{path} was written with prompt_source {saved['prompt_source'].get('name')!r} but this run uses "
@@ -64,11 +87,11 @@ def resume_position(
     resumed epoch began (the next checkpoint's ``epoch_position``).
 
     transformers takes a stream's epoch to be ``max_steps`` long: resumed in a later pass, it would skip batches of
-    the first pass and replay the wrong ones. A checkpoint written before positions were saved resumes as it does.
+    the first pass and replay the wrong ones.
     """
     saved = None
     if state.training_prompts.streaming and checkpoint is not None and is_complete(checkpoint):
-        saved = read_state(os.path.join(checkpoint, ADAPTIVE_STATE_FILE)).get("epoch_position")
+        saved = read_state(os.path.join(checkpoint, ADAPTIVE_STATE_FILE))["epoch_position"]
     if saved is not None:
         skip = 0 if args.ignore_data_skip else int(saved["steps_in_epoch"])
         position = (int(saved["epoch"]), skip * args.gradient_accumulation_steps)
@@ -81,6 +104,7 @@ def restorable_state(state: AdaptiveState, path: str, remedy: str = "") -> dict[
     """The saved state of ``path`` (its procedure state as one tree), checked by loading it into copies of the run's
     store and procedure (``state`` is not changed); a ValueError that says what cannot be restored, then ``remedy``."""
     saved: dict[str, Any] = read_state(path)
+    _check_saved_keys(saved, path)
     _check_procedure_name(state, saved, path)
     _check_prompt_source_name(state, saved, path)
     _check_saved_settings(saved["statistics"], state.prompt_statistics.config, path)
@@ -89,8 +113,7 @@ def restorable_state(state: AdaptiveState, path: str, remedy: str = "") -> dict[
         store.load_state_dict(saved["statistics"])
         copy.deepcopy(state.procedure).load_state_dict(saved["procedure"])
         copy.deepcopy(state.prompt_source).load_own_state(saved["prompt_source"]["state"])
-        if "visits" in saved:
-            VisitClock().load_state_dict(saved["visits"])
+        VisitClock().load_state_dict(saved["visits"])
     except (AttributeError, KeyError, TypeError, ValueError) as error:
         raise ValueError(
             f"{path}: cannot restore the per-prompt statistics or the procedure state ({error}).{remedy}"
@@ -130,8 +153,7 @@ def load_adaptive_state(state: AdaptiveState, path: str) -> None:
     state.prompt_source.load_own_state(saved["prompt_source"]["state"])
     state.training_prompts.attach(state.prompt_statistics, path)
     state.epochs_closed = int(saved["epochs_closed"])
-    if "visits" in saved:  # only the staleness metrics read it; a checkpoint without it restarts the clock
-        state.visits.load_state_dict(saved["visits"])
+    state.visits.load_state_dict(saved["visits"])
 
 
 def checkpoint_to_resume(state: AdaptiveState, output_dir: str) -> str:

@@ -5,28 +5,39 @@ Each override names the TRL 1.16 method it departs from and why; the allocation 
 ``trl_adaptive.stats``. A training generation batch is ``generation_batch.py``, read top to bottom, which calls TRL's
 hooks and never re-enters GRPOTrainer's ``_generate_and_score_completions``; what stays here are the overrides TRL
 calls: the sampler, the epoch and resume hooks, checkpoints, one completion per row in ``_generate_single_turn``.
+Below the class: its sampler (:class:`EpochSeededRepeatSampler`, whose shuffle order is a function of the epoch, so
+that resuming restores the prompt order) and its two callbacks (the success-rate column, the allocation log).
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
+import torch
 from datasets import Dataset
 from torch import nn
+from transformers import TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from trl import GRPOTrainer
+from trl.trainer.utils import RepeatSampler
 
 from ..allocation import Allocator
 from ..sampling import Procedure
 from ..serving.vllm_cpu import cpu_vllm_construction, use_reload_for_colocate
 from ..stats import PromptStatistics
-from .adaptive_state import AdaptiveState, checked_training_prompts
-from .callback import AllocationLogCallback, SuccessRateCallback
 from .config import AdaptiveGRPOConfig
 from .generation_batch import GenerationBatches
-from .inputs import build_procedure_from_config, reject_unsupported_features, warn_if_saves_split_generation_batches
+from .inputs import (
+    RewardChecks,
+    build_procedure_from_config,
+    checked_reward_function,
+    reject_unsupported_features,
+    warn_if_saves_split_generation_batches,
+)
 from .model_card import allocation_summary, extend_model_card
+from .output_files import start_allocation_log
 from .persistence import (
     check_checkpoint_to_resume,
     checkpoint_to_resume,
@@ -35,8 +46,10 @@ from .persistence import (
     resume_position,
     save_adaptive_state,
 )
-from .reward_checks import RewardChecks, checked_reward_function
-from .sampler import EpochSeededRepeatSampler
+from .state import AdaptiveState, checked_training_prompts
+
+if TYPE_CHECKING:
+    from .state import AdaptiveState
 
 
 class AdaptiveGRPOTrainer(GRPOTrainer):
@@ -80,7 +93,7 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
                 "AdaptiveGRPOConfig.from_grpo_config(your_grpo_config, allocator=...)."
             )
         train_dataset, reset_rows = reject_unsupported_features(train_dataset, args, positional, kwargs)
-        # The training prompts, the sampling procedure, the statistics and the epoch bookkeeping: adaptive_state.py
+        # The training prompts, the sampling procedure, the statistics and the epoch bookkeeping: state.py
         prompts = checked_training_prompts(train_dataset, args)
         train_dataset, size = prompts.dataset, None if prompts.streaming else len(prompts.dataset)
         procedure = build_procedure_from_config(args, size, allocator, reset_rows)  # its warnings point at the caller
@@ -98,7 +111,7 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
         with cpu_paths as cpu:
             super().__init__(model, reward_funcs, args, trl_dataset, *positional, **kwargs)
         self.train_dataset = train_dataset  # TRL's placeholders made its checks; ours carries the prompt ids
-        # A reward function's wrong output is named (reward_checks.py), not torch's error inside _calculate_rewards
+        # A reward function's wrong output is named (inputs.py), not torch's error inside _calculate_rewards
         self.reward_funcs = [
             func if isinstance(func, nn.Module) else checked_reward_function(func, name)
             for func, name in zip(self.reward_funcs, self.reward_func_names, strict=True)
@@ -107,7 +120,7 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
             use_reload_for_colocate(self.vllm_generation)  # TRL's in-place load_weights fails on vLLM-CPU
         self.add_callback(SuccessRateCallback(self.adaptive_state, self.refresh_success_rate_column))
         self.add_callback(AllocationLogCallback())
-        # Each training generation batch (generation_batch.py); warnings, once each, about rewards (reward_checks.py)
+        # Each training generation batch (generation_batch.py); warnings, once each, about rewards (inputs.py)
         checks = RewardChecks(self.scale_rewards)
         self.generation_batches = GenerationBatches(self, self.adaptive_state, reset_rows, checks)
         self.refresh_success_rate_column()
@@ -133,7 +146,7 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
 
     @property
     def training_prompts(self) -> Any:
-        """The training data's prompts (``trainer/prompts.py``): a dataset's, or a stream's, learned as it comes."""
+        """The training data's prompts (``trainer/state.py``): a dataset's, or a stream's, learned as it comes."""
         return self.adaptive_state.training_prompts
 
     @property
@@ -245,8 +258,8 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
         return self.generation_batches.run(inputs)
 
     def _save_checkpoint(self, model, trial):
-        """Writes ``adaptive_state.json`` FIRST, then lets TRL write the rest; see ``checkpoint.py`` for why this order
-        makes every save crash-safe (TRL's ``_save_checkpoint`` saves its entropy controller's state last)."""
+        """Writes ``adaptive_state.json`` FIRST, then lets TRL write the rest; see ``output_files.py`` for why this
+        order makes every save crash-safe (TRL's ``_save_checkpoint`` saves its entropy controller's state last)."""
         if self.args.should_save:
             folder = os.path.join(
                 self._get_output_dir(trial=trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
@@ -306,3 +319,52 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
             log_history=self.state.log_history,
             global_step=self.state.global_step,
         )
+
+
+class EpochSeededRepeatSampler(RepeatSampler):
+    """TRL's RepeatSampler plus ``set_epoch``, which the HF Trainer calls at the start of every epoch.
+
+    TRL's sampler draws one permutation per epoch from a generator seeded once, so a run resumed in epoch e starts
+    again from epoch 0's permutation. Here ``set_epoch(e)`` reseeds and skips e permutations: an uninterrupted run sees
+    exactly TRL's order, and a resumed run sees the order it would have seen (needed for exact resume of the per-prompt
+    allocation).
+    """
+
+    def set_epoch(self, epoch: int) -> None:
+        if self.shuffle and self.seed is not None:
+            self.generator.manual_seed(self.seed)
+            for _ in range(epoch):
+                torch.randperm(self.num_samples, generator=self.generator)
+
+
+class SuccessRateCallback(TrainerCallback):
+    """Holds the run's adaptive state and the trainer's ``refresh_success_rate_column`` (callbacks are not handed the
+    trainer).
+
+    ``on_epoch_end``: the epoch's counts become each prompt's "last epoch" success rate, which the next epoch's
+    allocations read, and ``trainer.train_dataset[success_rate_column]`` is rewritten from the store. Epochs are
+    closed in one place, ``AdaptiveState.close_epochs_through``, which closes each exactly once: here, when the next
+    epoch starts (``AdaptiveGRPOTrainer._run_epoch``) and after a resume (a checkpoint written on an epoch's last step
+    is resumed without ``on_epoch_end``). The final statistics file is written by ``train()`` however training ends.
+    """
+
+    def __init__(self, adaptive_state: AdaptiveState, refresh: Callable[[], None]) -> None:
+        self.adaptive_state = adaptive_state
+        self.refresh = refresh
+
+    def on_epoch_end(self, args, state, control, **kwargs):
+        if self.adaptive_state.close_epochs_through(self.adaptive_state.current_epoch + 1):
+            self.refresh()
+
+
+class AllocationLogCallback(TrainerCallback):
+    """``on_train_begin`` (main process): a fresh run moves an earlier run's ``allocations.jsonl`` aside, a run resumed
+    from ``checkpoint-N`` keeps the lines of steps before N (``allocation_log.start_allocation_log``).
+
+    transformers calls it after the checkpoint is restored (``state.global_step`` is then the checkpoint's, > 0), so
+    a resume that fails changes no file.
+    """
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if args.should_save and getattr(args, "log_allocations", False):
+            start_allocation_log(args.output_dir, resume_step=state.global_step or None)
