@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 import os
 import warnings
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..stats import PromptStatistics
 from .config import STORE_SETTING_FIELDS, AdaptiveGRPOConfig
@@ -25,11 +25,7 @@ from .output_files import (
     read_state,
     write_state,
 )
-from .state import VisitClock
-
-if TYPE_CHECKING:
-    from .state import AdaptiveState
-
+from .state import AdaptiveState, VisitClock
 
 #: What ``adaptive_state.json`` holds besides its format version.
 SAVED_KEYS = frozenset(

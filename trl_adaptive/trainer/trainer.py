@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 from datasets import Dataset
@@ -47,9 +47,6 @@ from .persistence import (
     save_adaptive_state,
 )
 from .state import AdaptiveState, checked_training_prompts
-
-if TYPE_CHECKING:
-    from .state import AdaptiveState
 
 
 class AdaptiveGRPOTrainer(GRPOTrainer):
