@@ -67,7 +67,7 @@ def _whole(value: Any, minimum: int | None = 0) -> bool:
 
 def allocation_record_problem(record: Any) -> str | None:
     """Why one parsed line of ``allocations.jsonl`` cannot be used (None when it can): the keys the trainer writes
-    (``trainer/allocation_log.py``), their types, one entry per prompt in every list, successes <= attempts, no tokens
+    (``trainer/output_files.py``), their types, one entry per prompt in every list, successes <= attempts, no tokens
     for a prompt without completions."""
     if not isinstance(record, dict):
         return "not a JSON object"

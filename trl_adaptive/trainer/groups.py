@@ -298,7 +298,7 @@ def max_over_mean(per_round_rank_tokens: Sequence[np.ndarray]) -> float:
 class BatchDispatch:
     """How the jobs of one generation batch are laid out over ``num_ranks`` ranks: shuffles seeded by (``seed``,
     ``step``), balanced by ``expected_tokens`` (the store's estimate per prompt id, NaN when unknown) before
-    generation and by the completions' actual tokens for the training pass after rounds."""
+    generation and by the completions' actual tokens for the completions kept from rounds."""
 
     seed: int
     step: int
@@ -317,7 +317,7 @@ class BatchDispatch:
         return dispatch_order(job_prompt_ids, self.seed, self.step, lengths, self.num_ranks, round_index)
 
     def replay_dispatch(self, record: BatchRecord, selected: np.ndarray) -> np.ndarray:
-        """The ``selected`` completions (record indices) in the dispatch order of the training pass after rounds:
+        """The ``selected`` completions (record indices) in the dispatch order of the completions kept from rounds:
         prompt-major as TRL lays groups out, then balanced by their actual tokens."""
         groups, tokens = record.group_ids, record.completion_tokens
         selected = selected[np.argsort(groups[selected], kind="stable")]
