@@ -175,3 +175,19 @@ def test_a_batch_of_the_wrong_size_is_refused_before_anything_is_generated(tiny_
     with pytest.raises(RuntimeError, match="Expected 8 rows in the generation batch, got 12"):
         trainer._generate_and_score_completions(rows)
     assert reward.scored == []
+
+
+def test_tool_figures_of_several_rounds_are_those_of_every_completion_together():
+    """TRL logs tools/* per _generate call; over rounds of 8 and 4 completions with 8 and 2 calls (1 and 1 failures)
+    the batch's figures are 10 calls / 12 completions and 2 failures / 10 calls, not the mean of the rounds'."""
+    from trl_adaptive.trainer.metrics import tool_metrics
+
+    rounds = [
+        (8, {"tools/call_frequency": 8 / 8, "tools/failure_frequency": 1 / 8}),
+        (4, {"tools/call_frequency": 2 / 4, "tools/failure_frequency": 1 / 2}),
+    ]
+    assert tool_metrics(rounds) == pytest.approx({"tools/call_frequency": 10 / 12, "tools/failure_frequency": 2 / 10})
+    assert tool_metrics(rounds[:1]) == rounds[0][1]  # one round: TRL's own figures
+    assert tool_metrics([]) == {}  # no tools
+    no_calls = [(4, {"tools/call_frequency": 0.0, "tools/failure_frequency": 0.0})] * 2
+    assert tool_metrics(no_calls) == {"tools/call_frequency": 0.0, "tools/failure_frequency": 0.0}
