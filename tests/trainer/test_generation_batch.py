@@ -130,6 +130,50 @@ def test_seq_balance_in_rounds_logs_every_figure_over_the_right_completions(tiny
     assert log["rounds/generated"] == 36.0 and log["rounds/trained"] == 16.0
 
 
+class ScriptedLengths:
+    """A rollout_func whose n-th completion has 1 + n % 7 tokens, ending in EOS when n is even (else cut): rounds
+    differ in their lengths, so a mean of per-round figures and the batch's figure differ."""
+
+    def __init__(self) -> None:
+        self.made = 0
+
+    def __call__(self, prompts, trainer):
+        tokenizer = trainer.processing_class
+        word, eos = tokenizer(" a")["input_ids"][-1], trainer.eos_token_ids[0]
+        completion_ids = []
+        for _ in prompts:
+            length, ends = 1 + self.made % 7, self.made % 2 == 0
+            completion_ids.append([word] * (length - 1) + [eos if ends else word])
+            self.made += 1
+        return {
+            "prompt_ids": [tokenizer(p)["input_ids"] for p in prompts],
+            "completion_ids": completion_ids,
+            "logprobs": [[0.0] * len(ids) for ids in completion_ids],
+        }
+
+
+def test_seq_balance_with_lengths_that_differ_by_round(tiny_model_dir, tmp_path):
+    """The same Seq-Balance step, completions of 1 to 7 tokens, half of them cut: completions/* are the batch's."""
+    reward, ends = ScriptedLengthReward(), BatchEnds()
+    trainer = build_trainer(
+        tiny_model_dir,
+        tmp_path,
+        Dataset.from_dict({"prompt": SCRIPTED_PROMPTS}),
+        trainer_kwargs={"rollout_func": ScriptedLengths()},
+        reward_funcs=reward,
+        per_device_train_batch_size=16,
+        max_steps=1,
+        allocator="reinforce_ada_seq_balance",
+        allocator_kwargs={"round_size": 4, "max_rollouts": 12, "inference_cap": 8.0},
+        log_completions=True,
+    )
+    trainer.add_callback(ends)
+    trainer.train()
+    _check(trainer, reward, ends, generated=36, trained=16)
+    lengths = [len(ids) for _, _, ids in reward.scored]
+    assert len(set(lengths)) == 7 and len(ends.batches[0].outcome.record.round_sizes) > 1
+
+
 def test_a_skewed_plan_in_one_round_logs_every_figure_over_its_unequal_groups(tiny_model_dir, tmp_path):
     """Two prompts get 6 and 2 completions (one round, trained whole): TRL's view(-1, 4) would mix them."""
     reward, ends = ScriptedLengthReward(), BatchEnds()
