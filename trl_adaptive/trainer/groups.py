@@ -42,6 +42,9 @@ if TYPE_CHECKING:
     from ..sampling import BatchRecord
 
 
+# -------------------------------------------------------------------------------------------------------------------
+# Advantages over groups of different sizes
+# -------------------------------------------------------------------------------------------------------------------
 @dataclass
 class GroupAdvantages:
     """Output of :func:`group_advantages`, for all T completions of the generation batch (all ranks).
@@ -155,6 +158,9 @@ def group_advantages(
 _SWAP_TOLERANCE = 1e-9
 
 
+# -------------------------------------------------------------------------------------------------------------------
+# Dispatch: the jobs laid out over the ranks
+# -------------------------------------------------------------------------------------------------------------------
 def dispatch_order(
     jobs: np.ndarray,
     seed: int,

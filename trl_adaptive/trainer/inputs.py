@@ -45,6 +45,9 @@ from ..stats import PromptStatistics
 from .config import AdaptiveGRPOConfig
 
 
+# -------------------------------------------------------------------------------------------------------------------
+# The dataset, the features, the procedure
+# -------------------------------------------------------------------------------------------------------------------
 def check_dataset_holds_a_batch(num_rows: int, args: AdaptiveGRPOConfig) -> None:
     num_prompts = args.generation_batch_size // args.num_generations
     if num_rows < num_prompts:
@@ -165,6 +168,9 @@ def reject_unsupported_features(
 EMPTY_PROMPT = [{"role": "user", "content": ""}]  # what GRPOTrainer gives a row without a prompt
 
 
+# -------------------------------------------------------------------------------------------------------------------
+# Environments that make every prompt
+# -------------------------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class ResetRows:
     """Rows whose prompt an environment's ``reset()`` makes: which columns TRL sees of each (the user's, not the
@@ -225,6 +231,9 @@ class ResetRows:
         return PlanAhead(UniformAllocator())
 
 
+# -------------------------------------------------------------------------------------------------------------------
+# Rewards
+# -------------------------------------------------------------------------------------------------------------------
 class RewardChecks:
     """What the trainer has seen of the rewards, for :meth:`observe`'s once-only warnings.
 

@@ -58,6 +58,9 @@ from typing import Any
 
 from .._io import read_json, write_json_atomic
 
+# -------------------------------------------------------------------------------------------------------------------
+# The run files' names
+# -------------------------------------------------------------------------------------------------------------------
 ALLOCATION_LOG_FILE = "allocations.jsonl"
 FINAL_STATISTICS_FILE = "prompt_statistics.json"
 TRAINER_STATE_FILE = "trainer_state.json"
@@ -88,6 +91,9 @@ def read_json_or_none(path: str | os.PathLike[str]) -> Any:
         return None
 
 
+# -------------------------------------------------------------------------------------------------------------------
+# The adaptive state of a checkpoint
+# -------------------------------------------------------------------------------------------------------------------
 # 3: the procedure's state as one tree ("procedure"; "allocator" keeps only the strategy's name). Formats 1 and 2 were
 # development formats no release wrote (the package is unreleased): refused with the error below, not read.
 STATE_FORMAT_VERSION = 3
@@ -135,6 +141,9 @@ def newest_complete_checkpoint(run_dir: str) -> str | None:
     return next((folder for folder in checkpoint_folders(run_dir) if is_complete(folder)), None)
 
 
+# -------------------------------------------------------------------------------------------------------------------
+# allocations.jsonl
+# -------------------------------------------------------------------------------------------------------------------
 def _jsonable(values: Any) -> list[Any]:
     """A list of plain ints / floats, NaN written as null (strict JSON)."""
     values = values.tolist() if hasattr(values, "tolist") else list(values)

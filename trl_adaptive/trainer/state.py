@@ -65,6 +65,9 @@ def step_seed(seed: int, step: int, stream: tuple[int, ...], *call: int) -> list
     return [int(seed) & 0xFFFFFFFF, int(step), *stream, *call]
 
 
+# -------------------------------------------------------------------------------------------------------------------
+# The run's state
+# -------------------------------------------------------------------------------------------------------------------
 class AdaptiveState:
     """The training prompts, the sampling procedure, the statistics store and the epoch bookkeeping of one run.
 
@@ -219,6 +222,9 @@ DERIVED_ID_PREFIX = "prompt-sha256:"
 IMAGE_COLUMNS = ("image", "images")  # TRL's two image columns: one image, or a list of them
 
 
+# -------------------------------------------------------------------------------------------------------------------
+# The training prompts: a dataset's or a stream's
+# -------------------------------------------------------------------------------------------------------------------
 def row_fingerprint(row: dict[str, Any]) -> str:
     """The fingerprint of a dataset row's prompt: its text, the images inside its messages and those of its ``image``
     or ``images`` column (as TRL reads them: ``images`` first), so that "What is in this picture?" asked of two
@@ -437,6 +443,9 @@ def training_prompts(dataset: Any, id_column: str, rate_column: str, prior_weigh
 Draw = Callable[[np.ndarray, int], np.ndarray]  # draw(exclude, number) -> further prompt ids
 
 
+# -------------------------------------------------------------------------------------------------------------------
+# The prompt source's view of the training data
+# -------------------------------------------------------------------------------------------------------------------
 def data_draw(prompts: Any, seed: int, step: int, stream: tuple[int, ...]) -> Draw:
     """``draw(exclude, number)`` over the training prompts, call ``c`` of the step seeded by ``(seed, step, stream,
     c)``: the epoch's sampler is not touched, and a resumed run draws the same ones."""
@@ -493,6 +502,9 @@ def check_source_reads_the_data(
         source.check(num_prompts, batch_prompts)
 
 
+# -------------------------------------------------------------------------------------------------------------------
+# How stale each batch's prompts are
+# -------------------------------------------------------------------------------------------------------------------
 class VisitClock:
     """Generation batches so far, and the batch of each prompt's latest completions."""
 

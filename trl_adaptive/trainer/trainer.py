@@ -318,6 +318,9 @@ class AdaptiveGRPOTrainer(GRPOTrainer):
         )
 
 
+# -------------------------------------------------------------------------------------------------------------------
+# The trainer's sampler and callbacks
+# -------------------------------------------------------------------------------------------------------------------
 class EpochSeededRepeatSampler(RepeatSampler):
     """TRL's RepeatSampler plus ``set_epoch``, which the HF Trainer calls at the start of every epoch.
 
