@@ -38,7 +38,14 @@ from accelerate.utils import broadcast_object_list, gather_object
 
 from ..sampling import BatchContext, BatchRun, Outcome, Round, run_rounds
 from ..stats import stable_prompt_ids
-from .groups import BatchDispatch, group_advantages, rank_balance_metrics, rank_slice, rank_tokens
+from .groups import (
+    BatchDispatch,
+    group_advantages,
+    rank_balance_metrics,
+    rank_slice,
+    rank_tokens,
+    weighted_total,
+)
 from .grpo_steps import rollout_prompts, training_inputs
 from .inputs import ResetRows, RewardChecks
 from .metrics import (
@@ -524,12 +531,8 @@ def batch_prompt_rows(rows: list[dict[str, Any]], args: Any) -> tuple[np.ndarray
 
 
 def total_rewards(rewards_per_func: torch.Tensor, reward_weights: torch.Tensor) -> np.ndarray:
-    """The weighted total reward of each completion, NaN when every reward function returned None (as TRL)."""
-    rewards_per_func = rewards_per_func.detach().cpu()
-    weights = reward_weights.detach().cpu().to(rewards_per_func.dtype)
-    total = (rewards_per_func * weights.unsqueeze(0)).nansum(dim=1)
-    total[torch.isnan(rewards_per_func).all(dim=1)] = torch.nan
-    return total.numpy().astype(np.float64)
+    """The weighted total reward of each completion (NaN when unscorable), as the procedure reads it."""
+    return weighted_total(rewards_per_func.detach().cpu(), reward_weights.cpu()).numpy().astype(np.float64)
 
 
 __all__ = ["Completion", "GenerationBatchEnd", "GenerationBatches", "Rounds"]

@@ -65,6 +65,15 @@ class GroupAdvantages:
     zero_std_fraction: float
 
 
+def weighted_total(rewards_per_func: torch.Tensor, reward_weights: torch.Tensor) -> torch.Tensor:
+    """Each completion's weighted total reward, ``(T, K) -> (T,)``, NaN when every reward function returned None for
+    it (unscorable; TRL's ``nansum`` would make it 0)."""
+    weights = reward_weights.to(device=rewards_per_func.device, dtype=rewards_per_func.dtype).unsqueeze(0)
+    total = (rewards_per_func * weights).nansum(dim=1)
+    total[torch.isnan(rewards_per_func).all(dim=1)] = torch.nan
+    return total
+
+
 def segment_mean_std(values: torch.Tensor, group_ids: torch.Tensor, num_groups: int) -> tuple[torch.Tensor, ...]:
     """NaN-aware per-group mean and Bessel-corrected std of ``values`` (shape ``(T,)`` or ``(T, K)``).
 
@@ -119,11 +128,9 @@ def group_advantages(
     """
     weights = reward_weights.to(rewards_per_func.device).unsqueeze(0)
     unscorable = torch.isnan(rewards_per_func).all(dim=1)
-    total_rewards = (rewards_per_func * weights).nansum(dim=1)
-    total_rewards[unscorable] = torch.nan
+    total_rewards = weighted_total(rewards_per_func, reward_weights)
     ref_per_func, ref_groups = reference if reference is not None else (rewards_per_func, group_ids)
-    ref_total = (ref_per_func * weights).nansum(dim=1)
-    ref_total[torch.isnan(ref_per_func).all(dim=1)] = torch.nan
+    ref_total = weighted_total(ref_per_func, reward_weights)
     group_mean, group_std = segment_mean_std(ref_total, ref_groups, num_groups)
 
     if multi_objective_aggregation == "sum_then_normalize":

@@ -21,6 +21,7 @@ from trl.trainer.utils import nanstd
 from ..allocation import prompts_per_status
 from ..sampling import Outcome
 from ..sampling.rules import is_success
+from .groups import weighted_total
 
 if TYPE_CHECKING:
     from .generation_batch import Lengths
@@ -37,7 +38,7 @@ def reward_metrics(
     for i, name in enumerate(names):
         metrics[f"rewards/{name}/mean"] = torch.nanmean(rewards_per_func[:, i]).item()
         metrics[f"rewards/{name}/std"] = nanstd(rewards_per_func[:, i]).item()
-    rewards = _weighted_total(rewards_per_func, weights)
+    rewards = weighted_total(rewards_per_func, weights)
     metrics["reward"] = torch.nanmean(rewards).item()
     metrics["reward_std"] = nanstd(rewards).item()
     metrics["frac_reward_zero_std"] = zero_std_fraction
@@ -47,22 +48,14 @@ def reward_metrics(
 def generated_reward_metrics(
     rewards_per_func: torch.Tensor, names: list[str], weights: torch.Tensor
 ) -> dict[str, float]:
-    """``generated/rewards/<func>/mean``, ``generated/reward_mean`` and ``generated/reward_std``: TRL's formulas over
-    the gathered ``(N, K)`` rewards of every completion generated in the step (every round, every rank)."""
-    metrics = {}
-    for i, name in enumerate(names):
-        metrics[f"generated/rewards/{name}/mean"] = torch.nanmean(rewards_per_func[:, i]).item()
-    rewards = _weighted_total(rewards_per_func, weights)
-    metrics["generated/reward_mean"] = torch.nanmean(rewards).item()
-    metrics["generated/reward_std"] = nanstd(rewards).item()
+    """``generated/rewards/<func>/mean``, ``generated/reward_mean`` and ``generated/reward_std``: the figures of
+    :func:`reward_metrics` over the gathered ``(N, K)`` rewards of every completion generated in the step (every
+    round, every rank)."""
+    figures = reward_metrics(rewards_per_func, names, weights, zero_std_fraction=float("nan"))
+    metrics = {f"generated/rewards/{name}/mean": figures[f"rewards/{name}/mean"] for name in names}
+    metrics["generated/reward_mean"] = figures["reward"]
+    metrics["generated/reward_std"] = figures["reward_std"]
     return metrics
-
-
-def _weighted_total(rewards_per_func: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-    """Each completion's weighted total reward; NaN when every function returned None (excluded as TRL does)."""
-    rewards = (rewards_per_func * weights.to(rewards_per_func.device).unsqueeze(0)).nansum(dim=1)
-    rewards[torch.isnan(rewards_per_func).all(dim=1)] = torch.nan
-    return rewards
 
 
 def completion_length_metrics(lengths: list[Lengths]) -> dict[str, float]:
